@@ -1,0 +1,1 @@
+"""Control-plane service: the REST API over runs and everything they produced."""

@@ -1,0 +1,84 @@
+"""Process-wide resources of the control plane and the FastAPI dependencies that hand them to routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+import redis
+from fastapi import Depends, Query, Request
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from genenv.db.engine import make_engine, make_session_factory, session_scope
+from genenv.db.repositories.common import MAX_LIMIT
+from genenv.queue import make_celery
+from genenv.settings import GenEnvSettings
+from genenv_control_plane.enqueue import CeleryEnqueuer, Enqueuer, InProcessEnqueuer
+
+_PING_TIMEOUT_S = 2.0
+
+
+@dataclass
+class ControlPlane:
+    """What every request may use: settings, the database, Redis (distributed mode) and the enqueuer."""
+
+    settings: GenEnvSettings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    enqueuer: Enqueuer
+    redis: redis.Redis[bytes] | None
+
+    @classmethod
+    def build(cls, settings: GenEnvSettings, enqueuer: Enqueuer | None = None) -> ControlPlane:
+        """Resources for ``settings``; Celery on Redis unless ``queue.eager``."""
+        engine = make_engine(settings.database)
+        client = None
+        if not settings.queue.eager:
+            client = redis.Redis.from_url(
+                settings.redis.url, socket_connect_timeout=_PING_TIMEOUT_S, socket_timeout=_PING_TIMEOUT_S
+            )
+        if enqueuer is None:
+            enqueuer = InProcessEnqueuer() if settings.queue.eager else CeleryEnqueuer(make_celery(settings))
+        return cls(settings, engine, make_session_factory(engine), enqueuer, client)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One transaction: commit on success, roll back on error."""
+        with session_scope(self.sessions) as session:
+            yield session
+
+    def ping_database(self) -> None:
+        """Readiness: the database answers a query."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def ping_redis(self) -> None:
+        """Readiness: the broker answers PING."""
+        assert self.redis is not None
+        self.redis.ping()
+
+    def close(self) -> None:
+        """Release pools and connections."""
+        self.enqueuer.close()
+        if self.redis is not None:
+            self.redis.close()
+        self.engine.dispose()
+
+
+def get_control_plane(request: Request) -> ControlPlane:
+    """The app's ControlPlane (built by create_app)."""
+    cp: ControlPlane = request.app.state.control_plane
+    return cp
+
+
+ControlPlaneDep = Annotated[ControlPlane, Depends(get_control_plane)]
+Cursor = Annotated[
+    str | None,
+    Query(max_length=1024, pattern=r"^[A-Za-z0-9_-]+$", description="next_cursor of the previous page."),
+]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page.")]
+# Postgres cannot compare text with U+0000; such a filter is a client mistake (422), not a 500.
+TextFilter = Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")]

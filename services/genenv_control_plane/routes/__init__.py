@@ -1,0 +1,1 @@
+"""Control-plane routers: thin functions over genenv.db.repositories."""

@@ -1,0 +1,91 @@
+"""Runs: create, list, show, and the user actions start/pause/resume/cancel."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from starlette.concurrency import run_in_threadpool
+
+from genenv.contracts.errors import UnavailableError
+from genenv.contracts.pagination import Page
+from genenv.contracts.runs import Run, RunAction, RunCreate, RunStatus
+from genenv.db.repositories import runs
+from genenv.db.repositories.common import DEFAULT_LIMIT
+from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+RunId = Annotated[str, Path(max_length=64, pattern=r"^[^\x00]+$", description="Run id.")]
+
+
+@router.post("", status_code=201, summary="Create a run from a run config")
+def create_run(body: RunCreate, cp: ControlPlaneDep) -> Run:
+    """Validate and store a run config; the run starts in status 'created'."""
+    with cp.transaction() as session:
+        row = runs.create(session, body.config)
+    return runs.to_contract(row)
+
+
+@router.get("", summary="List runs, newest first")
+def list_runs(
+    cp: ControlPlaneDep, status: RunStatus | None = None, cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
+) -> Page[Run]:
+    """One page of runs, optionally of one status."""
+    with cp.transaction() as session:
+        return runs.list_runs(session, status=status, cursor=cursor, limit=limit)
+
+
+@router.get("/{run_id}", summary="Show a run")
+def get_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
+    """The run and its config."""
+    with cp.transaction() as session:
+        return runs.to_contract(runs.get(session, run_id))
+
+
+def _apply(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
+    with cp.transaction() as session:
+        row = runs.apply_action(session, run_id, action)
+    return runs.to_contract(row)
+
+
+async def _act(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
+    run = await run_in_threadpool(_apply, cp, run_id, action)
+    # Only after the commit: a worker that receives the message must find the run already 'running'.
+    if run.status is RunStatus.RUNNING:
+        try:
+            await cp.enqueuer.advance_run(run.id)
+        except Exception as exc:
+            log.exception("run %s is running but its advance message was not queued", run.id)
+            raise UnavailableError(
+                f"run {run.id} is running but the orchestrator could not be notified (queue unavailable); "
+                "pause and resume the run once the queue is back",
+                code="enqueue_failed",
+            ) from exc
+    return run
+
+
+@router.post("/{run_id}/start", summary="Start a created run")
+async def start_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
+    """created → running, then hand the run to the orchestrator."""
+    return await _act(cp, run_id, "start")
+
+
+@router.post("/{run_id}/pause", summary="Pause a running run")
+async def pause_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
+    """running → paused (the orchestrator stops after the current phase)."""
+    return await _act(cp, run_id, "pause")
+
+
+@router.post("/{run_id}/resume", summary="Resume a paused run")
+async def resume_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
+    """paused → running, then hand the run to the orchestrator."""
+    return await _act(cp, run_id, "resume")
+
+
+@router.post("/{run_id}/cancel", summary="Cancel a run that has not finished")
+async def cancel_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
+    """created | running | paused → cancelled."""
+    return await _act(cp, run_id, "cancel")

@@ -1,0 +1,1 @@
+"""Orchestrator: advances each run through its persisted epoch phases (Celery queue ``control``)."""

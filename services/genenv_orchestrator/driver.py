@@ -1,0 +1,41 @@
+"""Drive a run to the end in this process (embedded default), reporting progress phase by phase."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from genenv.contracts.epochs import EpochPhase
+from genenv.contracts.runs import RunStatus
+from genenv_orchestrator.context import OrchestratorContext
+from genenv_orchestrator.loop import PhaseCallback, advance
+
+TERMINAL = {RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value, RunStatus.PAUSED.value}
+
+
+async def drive(
+    ctx: OrchestratorContext,
+    run_id: str,
+    on_phase: PhaseCallback | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> str:
+    """Advance until the run completes, fails, is paused or cancelled; returns the final status."""
+    while not should_stop():
+        outcome = await advance(ctx, run_id, on_phase)
+        if outcome in TERMINAL or outcome == "missing":
+            return outcome
+        if outcome == "busy":  # another advancer holds the run: let it work
+            await asyncio.sleep(ctx.poll_interval_s)
+    return "stopped"
+
+
+PHASE_LABEL = {
+    EpochPhase.GENERATE: "simulator writes tasks",
+    EpochPhase.ROLLOUT: "agent attempts tasks",
+    EpochPhase.VERIFY: "verifier scores attempts",
+    EpochPhase.SCORE: "α-curriculum scoring",
+    EpochPhase.TRAIN: "GRPO (agent) + RWR (simulator)",
+    EpochPhase.PUBLISH: "hot-load adapters",
+    EpochPhase.EVALUATE: "benchmarks",
+    EpochPhase.CLOSE: "epoch summary",
+}

@@ -1,0 +1,288 @@
+"""One function per epoch phase. Each is idempotent: run it again after a crash and it only finishes the rest."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+
+from genenv.contracts.adapters import JobKind, JobStatus, Role
+from genenv.contracts.epochs import EpochPhase
+from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem, VerifyRequest
+from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts.scores import ScoreRequest
+from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskStatus
+from genenv.db.engine import session_scope
+from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, VerdictRow
+from genenv.db.repositories import adapters, ledger, rollouts, tasks, train_jobs
+from genenv_orchestrator import queries as q
+from genenv_orchestrator.context import OrchestratorContext
+from genenv_orchestrator.seeds import epoch_seeds
+
+
+class PhaseResult(enum.Enum):
+    """DONE: record the phase and go on. WAITING: a worker is busy; poll again later."""
+
+    DONE = "done"
+    WAITING = "waiting"
+
+
+class PhaseFailedError(RuntimeError):
+    """The phase cannot complete (e.g. a training job failed for good); the run fails."""
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What phases read of a run."""
+
+    id: str
+    config: RunConfig
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes for timezone-aware columns.
+    return None if ts is None else (ts if ts.tzinfo else ts.replace(tzinfo=UTC))
+
+
+async def generate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """Store the epoch's seeds and n simulator variations per seed (or the seeds themselves in agent_only)."""
+    cfg = run.config
+    with session_scope(ctx.session_factory) as s:
+        seeds = [(r.seed_id, r.payload) for r in epoch_seeds(s, run.id, epoch, cfg, ctx.benchmarks_dir)]
+        done = q.seeds_with_tasks(s, run.id, epoch)
+        sim_adapter = q.latest_adapter_name(s, run.id, Role.SIMULATOR) if cfg.trains_simulator else None
+        # The ledger over all epochs: this epoch has no verdicts yet, so these are the earlier epochs' counts.
+        history = {e.key: (e.k, e.n) for e in ledger.seed_ledger(s, run.id) if e.n}
+        missing = [(sid, payload) for sid, payload in seeds if sid not in done]
+        if cfg.mode is RunMode.AGENT_ONLY:
+            for sid, payload in missing:
+                s.add(TaskRow(run_id=run.id, epoch=epoch, seed_id=sid, domain=cfg.domain, variation=0,
+                              status=TaskStatus.VALID.value, payload=payload, raw_text="", prompt_messages=[]))
+            return PhaseResult.DONE
+        if cfg.mode is RunMode.STATIC_AUGMENTATION and epoch > 0:
+            # The fixed augmented set of epoch 0 is trained on again; new rows keep rollouts keyed per epoch.
+            wanted = {sid for sid, _ in missing}
+            for t in tasks.valid_tasks(s, run.id, 0):
+                if t.seed_id in wanted:
+                    s.add(TaskRow(run_id=run.id, epoch=epoch, seed_id=t.seed_id, domain=t.domain,
+                                  variation=t.variation, status=t.status, payload=t.payload, raw_text=t.raw_text,
+                                  prompt_messages=t.prompt_messages, generator_adapter=t.generator_adapter,
+                                  prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens))
+            return PhaseResult.DONE
+    if sim_adapter is not None and missing:
+        # A restarted vLLM server (or a fresh in-process backend) has forgotten the simulator's adapter.
+        await ctx.publisher.ensure_latest(run.id, Role.SIMULATOR)
+    n = cfg.static_variations if cfg.mode is RunMode.STATIC_AUGMENTATION else cfg.variations_per_seed
+    for start in range(0, len(missing), ctx.generate_chunk):
+        chunk = missing[start : start + ctx.generate_chunk]
+        await ctx.simulator.generate(
+            GenerateRequest(
+                domain=cfg.domain,
+                seeds=[InlineSeed(id=sid, payload=payload) for sid, payload in chunk],
+                n=n,
+                target_success=cfg.curriculum.alpha,
+                adapter=sim_adapter,
+                temperature=cfg.simulator_temperature,
+                max_tokens=cfg.max_task_tokens,
+                run_id=run.id,
+                epoch=epoch,
+                seed_stats={sid: SeedStats(k=k, n=nn) for sid, (k, nn) in history.items()
+                            if sid in {c[0] for c in chunk}},
+            )
+        )
+    return PhaseResult.DONE
+
+
+async def rollout(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """G attempts per valid task by the rollout worker; distributed: dispatch, watch progress, re-dispatch on stall."""
+    g = run.config.rollouts_per_task
+    with session_scope(ctx.session_factory) as s:
+        expected = q.count_valid_tasks(s, run.id, epoch) * g
+        have = rollouts.count_epoch_rollouts(s, run.id, epoch)
+        job = train_jobs.create_or_get_job(s, run.id, epoch, JobKind.ROLLOUT)
+        if have >= expected:
+            job.status = JobStatus.DONE.value
+            job.metrics = {**job.metrics, "rollouts": have}
+            return PhaseResult.DONE
+        if ctx.dispatcher.inline:
+            job.status = JobStatus.RUNNING.value
+            job.attempts += 1
+    if ctx.dispatcher.inline:
+        await ctx.dispatcher.rollout(run.id, epoch)
+        with session_scope(ctx.session_factory) as s:
+            have = rollouts.count_epoch_rollouts(s, run.id, epoch)
+        if have < expected:
+            raise RuntimeError(f"rollout stored {have} of {expected} attempts")
+        return PhaseResult.DONE
+    return await _watch_job(ctx, run.id, epoch, JobKind.ROLLOUT, progress=have,
+                            dispatch=lambda: ctx.dispatcher.rollout(run.id, epoch))
+
+
+async def _watch_job(
+    ctx: OrchestratorContext, run_id: str, epoch: int, kind: JobKind, *, progress: int,
+    dispatch: Callable[[], Awaitable[None]],
+) -> PhaseResult:
+    """Dispatch a job the first time, and again if it made no progress for stall_timeout_s (its worker died)."""
+    now = _now()
+    stall = timedelta(seconds=ctx.stall_timeout_s)
+    send = False
+    with session_scope(ctx.session_factory) as s:
+        job = train_jobs.create_or_get_job(s, run_id, epoch, kind)
+        last = int(job.metrics.get("progress", -1))
+        if progress != last:
+            job.metrics = {**job.metrics, "progress": progress}
+            job.heartbeat_at = now
+        dispatched = _aware(job.dispatched_at)
+        beat = _aware(job.heartbeat_at) or dispatched
+        if dispatched is None or (beat is not None and now - beat > stall and now - dispatched > stall):
+            job.dispatched_at = now
+            job.heartbeat_at = now
+            job.status = JobStatus.RUNNING.value
+            job.attempts += 1
+            send = True
+    if send:
+        await dispatch()
+    return PhaseResult.WAITING
+
+
+def _verdict_row(rollout_id: int, v: Verdict) -> VerdictRow:
+    return VerdictRow(
+        rollout_id=rollout_id, valid=v.valid, score=v.score, success=v.success,
+        error_kind=None if v.error is None else v.error.kind.value,
+        error_message=None if v.error is None else v.error.message, details=v.details,
+    )
+
+
+async def verify(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """A verdict for every rollout; a failed request is recorded as an invalid verdict, never as reward 0."""
+    threshold = run.config.curriculum.success_threshold
+    while True:
+        with session_scope(ctx.session_factory) as s:
+            pending = q.unverified_rollouts(s, run.id, epoch, ctx.verify_chunk)
+            if not pending:
+                return PhaseResult.DONE
+            failed = [(r.id, r.error or "no response") for r, _ in pending if r.error or r.response is None]
+            for rid, msg in failed:
+                s.add(_verdict_row(rid, Verdict(valid=False, error={"kind": VerdictErrorKind.ROLLOUT_ERROR,
+                                                                   "message": msg[:2000]})))
+            todo = [(r.id, t.domain, t.payload or {}, r.response or "") for r, t in pending
+                    if not (r.error or r.response is None)]
+        if not todo:
+            continue
+        resp = await ctx.verifier.verify(
+            VerifyRequest(items=[VerifyItem(domain=d, task=p, response=txt) for _, d, p, txt in todo],
+                          success_threshold=threshold)
+        )
+        if len(resp.verdicts) != len(todo):
+            raise RuntimeError(f"verifier returned {len(resp.verdicts)} verdicts for {len(todo)} items")
+        with session_scope(ctx.session_factory) as s:
+            ids = [rid for rid, *_ in todo]
+            seen = set(s.scalars(select(VerdictRow.rollout_id).where(VerdictRow.rollout_id.in_(ids))))
+            s.add_all(_verdict_row(rid, v) for (rid, *_), v in zip(todo, resp.verdicts, strict=True)
+                      if rid not in seen)
+
+
+async def score(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """p̂, R_env, RWR weights and band flags per seed batch (stored by the curriculum service)."""
+    await ctx.curriculum.score(ScoreRequest(run_id=run.id, epoch=epoch))
+    return PhaseResult.DONE
+
+
+def _train_kinds(cfg: RunConfig) -> list[JobKind]:
+    return [JobKind.TRAIN_AGENT, *([JobKind.TRAIN_SIMULATOR] if cfg.trains_simulator else [])]
+
+
+async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """train_agent (GRPO) and, in genenv mode, train_simulator (RWR), in parallel on the gpu queue."""
+    kinds = _train_kinds(run.config)
+    with session_scope(ctx.session_factory) as s:
+        jobs = {k: train_jobs.create_or_get_job(s, run.id, epoch, k) for k in kinds}
+        state = {k: (j.id, JobStatus(j.status), j.error) for k, j in jobs.items()}
+    finished = {JobStatus.DONE, JobStatus.SKIPPED}
+    for kind, (_, status, error) in state.items():
+        if status is JobStatus.FAILED:
+            raise PhaseFailedError(f"{kind.value} failed: {error}")
+    if all(st in finished for _, st, _ in state.values()):
+        return PhaseResult.DONE
+    if ctx.dispatcher.inline:
+        for kind, (job_id, status, _) in state.items():
+            if status not in finished:
+                await ctx.dispatcher.train(job_id, kind.value)
+        if not _all_finished(ctx, run.id, epoch, kinds):
+            raise RuntimeError("training jobs ran inline but did not finish")
+        return PhaseResult.DONE
+    lease = timedelta(seconds=ctx.settings.trainer.lease_s)
+    resend = timedelta(seconds=ctx.stall_timeout_s)
+    now = _now()
+    for kind in kinds:
+        with session_scope(ctx.session_factory) as s:
+            job = train_jobs.create_or_get_job(s, run.id, epoch, kind)
+            sent, claimed = _aware(job.dispatched_at), _aware(job.claimed_at)
+            # Send when never sent; re-send when a pending job was not picked up (message lost) or a running
+            # job's claim went stale (its worker died: the trainer's claim takes such a job over).
+            stale = (job.status == JobStatus.PENDING.value and (sent is None or now - sent > resend)) or (
+                job.status == JobStatus.RUNNING.value and claimed is not None and now - claimed > lease
+                and (sent is None or now - sent > resend)
+            )
+            if stale:
+                job.dispatched_at = now
+            job_id = job.id
+        if stale:
+            await ctx.dispatcher.train(job_id, kind.value)
+    return PhaseResult.WAITING
+
+
+def _all_finished(ctx: OrchestratorContext, run_id: str, epoch: int, kinds: list[JobKind]) -> bool:
+    with session_scope(ctx.session_factory) as s:
+        statuses = [JobStatus(train_jobs.create_or_get_job(s, run_id, epoch, k).status) for k in kinds]
+    if JobStatus.FAILED in statuses:
+        raise PhaseFailedError("a training job failed")
+    return all(st in (JobStatus.DONE, JobStatus.SKIPPED) for st in statuses)
+
+
+async def publish(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """Hot-load the adapters written this epoch into whatever serves each role (idempotent publisher)."""
+    with session_scope(ctx.session_factory) as s:
+        rows: list[AdapterRow] = []
+        for role in (Role.AGENT, Role.SIMULATOR):
+            row = adapters.latest_adapter(s, run.id, role)
+            if row is not None:
+                s.expunge(row)
+                rows.append(row)
+    for row in rows:
+        await ctx.publisher.publish(row)
+    return PhaseResult.DONE
+
+
+async def evaluate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """Every eval_every epochs, the run's benchmarks with the current agent adapter."""
+    cfg = run.config
+    if not cfg.eval_every or (epoch + 1) % cfg.eval_every:
+        return PhaseResult.DONE
+    with session_scope(ctx.session_factory) as s:
+        agent = q.latest_adapter_name(s, run.id, Role.AGENT)
+        done = set(s.scalars(select(EvaluationRow.benchmark).where(
+            EvaluationRow.run_id == run.id, EvaluationRow.epoch == epoch)))
+    for name in cfg.eval_benchmarks:
+        if name not in done:
+            await ctx.verifier.evaluate(name, adapter=agent, split=None, limit=cfg.eval_limit,
+                                        run_id=run.id, epoch=epoch)
+    return PhaseResult.DONE
+
+
+PHASES: dict[EpochPhase, Callable[[OrchestratorContext, RunView, int], Awaitable[PhaseResult]]] = {
+    EpochPhase.GENERATE: generate,
+    EpochPhase.ROLLOUT: rollout,
+    EpochPhase.VERIFY: verify,
+    EpochPhase.SCORE: score,
+    EpochPhase.TRAIN: train,
+    EpochPhase.PUBLISH: publish,
+    EpochPhase.EVALUATE: evaluate,
+}

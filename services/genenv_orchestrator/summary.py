@@ -1,0 +1,105 @@
+"""The epoch summary (the paper's training-dynamics numbers), computed with SQL aggregates over the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Integer, and_, case, func, select
+from sqlalchemy.orm import Session
+
+from genenv.contracts.adapters import Role
+from genenv.contracts.epochs import EpochSummary
+from genenv.contracts.tasks import TaskStatus
+from genenv.db.models import (
+    CurriculumScoreRow,
+    EvaluationRow,
+    RolloutRow,
+    TaskRow,
+    TrainJobRow,
+    VerdictRow,
+)
+from genenv.db.repositories import adapters
+
+
+def _score_of(metrics: dict[str, Any]) -> float | None:
+    for key in ("score", "accuracy", "overall", "f1", "em"):
+        value = metrics.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: dict[str, float]) -> EpochSummary:
+    """Aggregate tasks, rollouts, verdicts, scores, adapters and evaluations of one epoch."""
+    in_epoch = and_(TaskRow.run_id == run_id, TaskRow.epoch == epoch)
+    valid_flag = func.cast(TaskRow.status == TaskStatus.VALID.value, Integer)
+    tasks_valid, tasks_total = session.execute(
+        select(func.coalesce(func.sum(valid_flag), 0), func.count(TaskRow.id)).where(in_epoch)
+    ).one()
+    # Per task: valid verdicts and successes, then solved / unsolved counts over tasks that have any.
+    per_task = (
+        select(
+            TaskRow.id.label("task_id"),
+            func.count(VerdictRow.id).label("n"),
+            func.sum(case((VerdictRow.success, 1), else_=0)).label("k"),
+        )
+        .join(RolloutRow, RolloutRow.task_id == TaskRow.id)
+        .join(VerdictRow, VerdictRow.rollout_id == RolloutRow.id)
+        .where(in_epoch, VerdictRow.valid.is_(True))
+        .group_by(TaskRow.id)
+        .subquery()
+    )
+    solved, unsolved, k_all, n_all = session.execute(
+        select(
+            func.coalesce(func.sum(case((per_task.c.k == per_task.c.n, 1), else_=0)), 0),
+            func.coalesce(func.sum(case((per_task.c.k == 0, 1), else_=0)), 0),
+            func.coalesce(func.sum(per_task.c.k), 0),
+            func.coalesce(func.sum(per_task.c.n), 0),
+        )
+    ).one()
+    rollouts, rollout_errors, mean_prompt, mean_response = session.execute(
+        select(
+            func.count(RolloutRow.id),
+            func.coalesce(func.sum(case((RolloutRow.error.is_not(None), 1), else_=0)), 0),
+            func.avg(RolloutRow.prompt_tokens),
+            func.avg(case((RolloutRow.error.is_(None), RolloutRow.completion_tokens), else_=None)),
+        ).join(TaskRow, TaskRow.id == RolloutRow.task_id).where(in_epoch)
+    ).one()
+    verifier_errors = session.scalar(
+        select(func.count(VerdictRow.id))
+        .join(RolloutRow, RolloutRow.id == VerdictRow.rollout_id)
+        .join(TaskRow, TaskRow.id == RolloutRow.task_id)
+        .where(in_epoch, VerdictRow.valid.is_(False), VerdictRow.error_kind != "rollout_error")
+    )
+    in_band = session.scalar(
+        select(func.avg(func.cast(CurriculumScoreRow.in_band, Integer))).where(
+            CurriculumScoreRow.run_id == run_id, CurriculumScoreRow.epoch == epoch,
+            CurriculumScoreRow.p_hat.is_not(None),
+        )
+    )
+    agent = adapters.latest_adapter(session, run_id, Role.AGENT)
+    simulator = adapters.latest_adapter(session, run_id, Role.SIMULATOR)
+    evals = session.scalars(
+        select(EvaluationRow).where(EvaluationRow.run_id == run_id, EvaluationRow.epoch == epoch)
+    )
+    scores = {e.benchmark: s for e in evals if (s := _score_of(e.metrics)) is not None}
+    jobs = session.scalars(select(TrainJobRow).where(TrainJobRow.run_id == run_id, TrainJobRow.epoch == epoch))
+    train_metrics = {j.kind: dict(j.metrics) for j in jobs if j.kind != "rollout"}
+    return EpochSummary(
+        p_hat=(int(k_all) / int(n_all)) if n_all else None,
+        in_band_share=None if in_band is None else float(in_band),
+        mean_task_tokens=None if mean_prompt is None else float(mean_prompt),
+        mean_response_tokens=None if mean_response is None else float(mean_response),
+        tasks_valid=int(tasks_valid),
+        tasks_rejected=int(tasks_total) - int(tasks_valid),
+        tasks_solved=int(solved),
+        tasks_unsolved=int(unsolved),
+        rollouts=int(rollouts),
+        rollout_errors=int(rollout_errors),
+        verifier_errors=int(verifier_errors or 0),
+        agent_adapter_version=None if agent is None else agent.version,
+        simulator_adapter_version=None if simulator is None else simulator.version,
+        benchmark_scores=scores,
+        phase_seconds=phase_seconds,
+        train_metrics=train_metrics,
+    )

@@ -1,0 +1,88 @@
+"""Process-wide resources of the simulator service: the simulator model backend, the database, seed caches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from genenv.contracts.adapters import Role
+from genenv.contracts.errors import GenEnvError, NotFoundError
+from genenv.contracts.tasks import Seed
+from genenv.db.engine import make_engine, make_session_factory
+from genenv.domains import UnknownDomainError, get_domain
+from genenv.domains.base import Domain
+from genenv.inference.base import InferenceBackend
+from genenv.inference.factory import build_backend
+from genenv.settings import GenEnvSettings
+
+
+@dataclass
+class SimulatorResources:
+    """What the routes need; ``owns_*`` marks what this service created and must release."""
+
+    settings: GenEnvSettings
+    backend: InferenceBackend
+    engine: Engine
+    sessions: sessionmaker[Session]
+    owns_backend: bool
+    owns_engine: bool
+    _train_seeds: dict[str, dict[str, Seed]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        settings: GenEnvSettings,
+        *,
+        backend: InferenceBackend | None = None,
+        sessions: sessionmaker[Session] | None = None,
+    ) -> SimulatorResources:
+        """Use the given backend / session factory (embedded mode, tests) or build them from settings."""
+        if sessions is not None:
+            bind = sessions.kw["bind"]
+            assert isinstance(bind, Engine)
+            engine, owns_engine = bind, False
+        else:
+            engine, owns_engine = make_engine(settings.database), True
+            sessions = make_session_factory(engine)
+        own = backend is None
+        return cls(
+            settings=settings,
+            backend=backend if backend is not None else build_backend(settings, Role.SIMULATOR),
+            engine=engine,
+            sessions=sessions,
+            owns_backend=own,
+            owns_engine=owns_engine,
+        )
+
+    def domain(self, name: str) -> Domain:
+        """The domain plug-in, or a 400 naming the known ones."""
+        try:
+            return get_domain(name)
+        except UnknownDomainError as exc:
+            raise GenEnvError(str(exc.args[0]), param="domain", code="unknown_domain") from None
+
+    def train_seed(self, domain: Domain, seed_id: str) -> Seed:
+        """A seed of the domain's TRAIN split by id (evaluation items are never seeds: 404)."""
+        if domain.name not in self._train_seeds:
+            seeds = domain.load_seeds(self.settings.paths.benchmarks, "train")
+            self._train_seeds[domain.name] = {s.id: s for s in seeds}
+        try:
+            return self._train_seeds[domain.name][seed_id]
+        except KeyError:
+            raise NotFoundError(
+                f"no seed {seed_id!r} in the train split of {domain.name!r}", param="seed_ids", code="unknown_seed"
+            ) from None
+
+    def ping_database(self) -> None:
+        """Readiness: the database answers."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        """Release what this service created."""
+        if self.owns_backend:
+            await self.backend.aclose()
+        if self.owns_engine:
+            self.engine.dispose()

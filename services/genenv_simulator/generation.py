@@ -1,0 +1,152 @@
+"""The live task generator's core: prompt the simulator model, parse and validate every generation.
+
+Pure with respect to storage (the route stores). Every way a generation can fail becomes a rejected task with a
+reason — a model that writes garbage is data for the curriculum, never a server error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from genenv.contracts.tasks import GeneratedTask, GenerateRequest, RejectionReason, Seed, TaskStatus
+from genenv.domains.base import Domain, TaskRejected
+from genenv.inference.base import Completion, InferenceBackend, InferenceError
+
+MAX_JSON_STARTS = 64
+"""How many '{' positions the extractor tries (bounds the work on adversarial output)."""
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_json(text: str, finish_reason: str | None = None) -> dict[str, Any]:
+    """The JSON object in a reply (whole text, fenced block, or first decodable ``{...}``), else TaskRejected."""
+    # Reasons: EMPTY, TOO_LONG (cut off at max_tokens), NOT_JSON, SCHEMA (valid JSON but not an object).
+    stripped = text.strip()
+    if not stripped:
+        raise TaskRejected(RejectionReason.EMPTY, "the simulator returned no text")
+    for candidate in (stripped, *(m.group(1).strip() for m in _FENCE.finditer(stripped))):
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if not isinstance(value, dict):
+            raise TaskRejected(RejectionReason.SCHEMA, f"expected a JSON object, got {type(value).__name__}")
+        return value
+    decoder = json.JSONDecoder()
+    starts = [m.start() for m in re.finditer(r"\{", stripped)][:MAX_JSON_STARTS]
+    for start in starts:
+        try:
+            value, _end = decoder.raw_decode(stripped, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    if finish_reason == "length":
+        raise TaskRejected(RejectionReason.TOO_LONG, "output cut off at max_tokens before a JSON object closed")
+    raise TaskRejected(RejectionReason.NOT_JSON, f"no JSON object in {stripped[:120]!r}")
+
+
+def payload_key(payload: Mapping[str, Any]) -> str:
+    """Canonical form used to spot duplicate tasks."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def _rejected(base: dict[str, Any], reason: RejectionReason, detail: str) -> GeneratedTask:
+    return GeneratedTask(**base, status=TaskStatus.REJECTED, rejection_reason=reason, rejection_detail=detail[:2000])
+
+
+async def _generate_one(
+    backend: InferenceBackend,
+    domain: Domain,
+    request: GenerateRequest,
+    seed: Seed | None,
+    variation: int,
+    schema: dict[str, Any] | None,
+) -> GeneratedTask:
+    stats = request.seed_stats.get(seed.id) if seed is not None else None
+    messages = domain.simulator_messages(
+        seed, request.n, target_success=request.target_success, stats=(stats.k, stats.n) if stats else None
+    )
+    base: dict[str, Any] = {
+        "seed_id": seed.id if seed is not None else None,
+        "domain": domain.name,
+        "variation": variation,
+        "prompt_messages": messages,
+        "generator_adapter": request.adapter,
+    }
+    try:
+        completion: Completion = await backend.chat(
+            messages,
+            adapter=request.adapter,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            json_schema=schema,
+        )
+    except InferenceError as exc:
+        return _rejected(base, RejectionReason.GENERATION_ERROR, str(exc))
+    base.update(
+        raw_text=completion.text,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+    )
+    try:
+        obj = extract_json(completion.text, completion.finish_reason)
+        payload = domain.validate_generation(obj, seed)
+    except TaskRejected as rej:
+        return _rejected(base, rej.reason, rej.detail)
+    except Exception as exc:  # a validator bug on odd input is still this generation's rejection, not a 500
+        return _rejected(base, RejectionReason.INVALID_TASK, f"validator failed: {exc!r}")
+    return GeneratedTask(**base, payload=payload, status=TaskStatus.VALID)
+
+
+async def generate_tasks(
+    backend: InferenceBackend,
+    domain: Domain,
+    request: GenerateRequest,
+    seeds: Sequence[Seed | None],
+    *,
+    guided: bool,
+    skip: Collection[tuple[str | None, int]] = (),
+    known: Mapping[str | None, Collection[str]] | None = None,
+) -> list[GeneratedTask]:
+    """n variations per seed (``None`` = seedless), all requests in flight at once (the backend bounds them)."""
+    # skip: (seed id, variation) pairs that exist already. known: payload keys accepted per seed, so a new
+    # generation equal to one of them (or to an earlier variation) is a DUPLICATE. A copy of the seed itself is
+    # allowed: it is a valid task and the curriculum scores it like any other.
+    schema = domain.task_json_schema() if guided else None
+    jobs = [
+        (seed, v) for seed in seeds for v in range(request.n) if (seed.id if seed is not None else None, v) not in skip
+    ]
+    results = await asyncio.gather(*(_generate_one(backend, domain, request, s, v, schema) for s, v in jobs))
+    seen: dict[str | None, set[str]] = {k: set(v) for k, v in (known or {}).items()}
+    out: list[GeneratedTask] = []
+    for task in results:
+        if task.status is TaskStatus.VALID and task.payload is not None:
+            key = payload_key(task.payload)
+            same_seed = seen.setdefault(task.seed_id, set())
+            if key in same_seed:
+                task = task.model_copy(
+                    update={
+                        "status": TaskStatus.REJECTED,
+                        "payload": None,
+                        "rejection_reason": RejectionReason.DUPLICATE,
+                        "rejection_detail": "same task as another variation of this seed",
+                    }
+                )
+            else:
+                same_seed.add(key)
+        out.append(task)
+    return out
+
+
+def rejection_counts(tasks: Sequence[GeneratedTask]) -> dict[str, int]:
+    """Count per rejection reason; every reason is listed (0 when it did not occur)."""
+    counts = {reason.value: 0 for reason in RejectionReason}
+    for t in tasks:
+        if t.rejection_reason is not None:
+            counts[t.rejection_reason.value] += 1
+    return counts

@@ -1,0 +1,89 @@
+"""POST /v1/tasks:generate — thin: resolve seeds, generate, store when a run is named."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from genenv.contracts.errors import GenEnvError, NotFoundError, UnavailableError
+from genenv.contracts.tasks import (
+    GeneratedTask,
+    GenerateRequest,
+    GenerateResponse,
+    RejectionReason,
+    Seed,
+    TaskStatus,
+)
+from genenv.db.engine import session_scope
+from genenv.db.models import RunRow
+from genenv.db.repositories import tasks as task_repo
+from genenv_simulator.deps import SimulatorResources
+from genenv_simulator.generation import generate_tasks, payload_key, rejection_counts
+
+router = APIRouter(prefix="/v1", tags=["simulator"])
+
+
+def _stored(resources: SimulatorResources, run_id: str, epoch: int, seed_keys: list[str]) -> list[GeneratedTask]:
+    with session_scope(resources.sessions) as session:
+        if session.get(RunRow, run_id) is None:
+            raise NotFoundError(f"run {run_id!r} not found", param="run_id")
+        rows = task_repo.epoch_tasks(session, run_id, epoch, seed_ids=seed_keys)
+        return [task_repo.to_generated(r) for r in rows]
+
+
+def _store(resources: SimulatorResources, run_id: str, epoch: int, tasks: list[GeneratedTask]) -> None:
+    with session_scope(resources.sessions) as session:
+        task_repo.store_generated(session, run_id, epoch, tasks)
+
+
+@router.post(
+    "/tasks:generate",
+    response_model=GenerateResponse,
+    summary="Write n task variations per seed with the simulator model and validate them",
+)
+async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
+    """Accepted and rejected tasks with reasons; with run_id and epoch they are stored (idempotently)."""
+    # Variations already stored for (run, epoch, seed) are returned as stored and not generated again.
+    resources: SimulatorResources = request.app.state.simulator
+    domain = resources.domain(body.domain)
+    if (body.run_id is None) != (body.epoch is None):
+        raise GenEnvError("run_id and epoch go together: give both to store, or neither", param="run_id")
+    seeds: list[Seed | None] = [resources.train_seed(domain, sid) for sid in body.seed_ids]
+    seeds += [Seed(id=s.id, domain=domain.name, payload=s.payload) for s in body.seeds]
+    ids = [s.id for s in seeds if s is not None]
+    if len(set(ids)) != len(ids):
+        raise GenEnvError("a seed id appears twice in the request", param="seeds", code="duplicate_seed")
+    if not seeds:
+        seeds = [None]
+    existing: list[GeneratedTask] = []
+    if body.run_id is not None and body.epoch is not None:
+        keys = [s.id if s is not None else task_repo.SEEDLESS for s in seeds]
+        existing = await run_in_threadpool(_stored, resources, body.run_id, body.epoch, keys)
+    known: dict[str | None, set[str]] = {}
+    for t in existing:
+        if t.status is TaskStatus.VALID and t.payload is not None:
+            known.setdefault(t.seed_id, set()).add(payload_key(t.payload))
+    new = await generate_tasks(
+        resources.backend,
+        domain,
+        body,
+        seeds,
+        guided=resources.settings.inference.guided_decoding,
+        skip={(t.seed_id, t.variation) for t in existing},
+        known=known,
+    )
+    failed = [t for t in new if t.rejection_reason is RejectionReason.GENERATION_ERROR]
+    if new and len(failed) == len(new) and not existing:
+        # Not one request reached the model: an outage, not a verdict on the simulator. 503 lets the caller retry.
+        raise UnavailableError(f"simulator model unavailable: {failed[0].rejection_detail}", code="generation_failed")
+    if body.run_id is not None and body.epoch is not None:
+        # Failed requests are reported but not stored, so calling again generates exactly those variations.
+        keep = [t for t in new if t.rejection_reason is not RejectionReason.GENERATION_ERROR]
+        if keep:
+            await run_in_threadpool(_store, resources, body.run_id, body.epoch, keep)
+    everything = existing + new
+    return GenerateResponse(
+        accepted=[t for t in everything if t.status is TaskStatus.VALID],
+        rejected=[t for t in everything if t.status is TaskStatus.REJECTED],
+        rejection_counts=rejection_counts(everything),
+    )

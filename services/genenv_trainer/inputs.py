@@ -1,0 +1,88 @@
+"""Read the trainer's inputs: GRPO groups (valid rollouts per task) and in-band generations with weights."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, and_, exists, func, select
+from sqlalchemy.orm import Session
+
+from genenv.contracts.tasks import TaskStatus
+from genenv.db.models import CurriculumScoreRow, RolloutRow, TaskRow, VerdictRow
+from genenv_trainer.records import Attempt, Generation, RolloutGroup
+
+
+def _valid_attempts() -> Select[Any]:
+    """Rollouts that produced a response and got a valid verdict, on valid tasks."""
+    return (
+        select(
+            RolloutRow.id, RolloutRow.task_id, TaskRow.epoch, RolloutRow.prompt_messages, RolloutRow.response,
+            RolloutRow.token_ids, RolloutRow.token_logprobs, VerdictRow.score,
+        )
+        .join(TaskRow, TaskRow.id == RolloutRow.task_id)
+        .join(VerdictRow, and_(VerdictRow.rollout_id == RolloutRow.id, VerdictRow.valid.is_(True)))
+        .where(TaskRow.status == TaskStatus.VALID.value, RolloutRow.response.is_not(None),
+               RolloutRow.error.is_(None))
+    )
+
+
+def _groups(session: Session, stmt: Select[Any]) -> list[RolloutGroup]:
+    groups: dict[int, RolloutGroup] = {}
+    for r in session.execute(stmt.order_by(RolloutRow.task_id, RolloutRow.attempt)):
+        g = groups.setdefault(r.task_id, RolloutGroup(task_id=r.task_id, epoch=r.epoch))
+        g.attempts.append(
+            Attempt(rollout_id=r.id, prompt_messages=r.prompt_messages, response=r.response, reward=r.score,
+                    token_ids=r.token_ids or None, token_logprobs=r.token_logprobs or None)
+        )
+    return list(groups.values())
+
+
+def fresh_groups(session: Session, run_id: str, epoch: int) -> list[RolloutGroup]:
+    """The epoch's GRPO groups: per valid task, its attempts with valid verdicts."""
+    return _groups(session, _valid_attempts().where(TaskRow.run_id == run_id, TaskRow.epoch == epoch))
+
+
+def replay_groups(
+    session: Session, run_id: str, epoch: int, *, max_groups: int, rng: random.Random
+) -> list[RolloutGroup]:
+    """Up to ``max_groups`` random groups of earlier epochs that can still teach: ≥ 2 valid attempts with
+    different rewards (chosen by aggregation in SQL; only the chosen groups' rollouts are loaded)."""
+    if max_groups <= 0:
+        return []
+    candidates: Sequence[int] = session.scalars(
+        select(TaskRow.id)
+        .join(RolloutRow, RolloutRow.task_id == TaskRow.id)
+        .join(VerdictRow, and_(VerdictRow.rollout_id == RolloutRow.id, VerdictRow.valid.is_(True)))
+        .where(TaskRow.run_id == run_id, TaskRow.epoch < epoch, TaskRow.status == TaskStatus.VALID.value,
+               RolloutRow.response.is_not(None), RolloutRow.error.is_(None))
+        .group_by(TaskRow.id)
+        .having(func.count(VerdictRow.id) >= 2, func.min(VerdictRow.score) < func.max(VerdictRow.score))
+        .order_by(TaskRow.id)
+    ).all()
+    chosen = rng.sample(list(candidates), min(max_groups, len(candidates)))
+    if not chosen:
+        return []
+    return _groups(session, _valid_attempts().where(TaskRow.id.in_(chosen)))
+
+
+def has_scores(session: Session, run_id: str, epoch: int) -> bool:
+    """Whether the epoch's seed batches were scored."""
+    return bool(session.scalar(select(exists().where(CurriculumScoreRow.run_id == run_id,
+                                                     CurriculumScoreRow.epoch == epoch))))
+
+
+def in_band_generations(session: Session, run_id: str, epoch: int) -> list[Generation]:
+    """Valid tasks of the epoch whose seed batch is in band, each with its batch's RWR weight."""
+    rows = session.execute(
+        select(TaskRow.id, TaskRow.seed_id, TaskRow.prompt_messages, TaskRow.raw_text, CurriculumScoreRow.weight)
+        .join(CurriculumScoreRow, and_(CurriculumScoreRow.run_id == TaskRow.run_id,
+                                       CurriculumScoreRow.epoch == TaskRow.epoch,
+                                       CurriculumScoreRow.seed_id == TaskRow.seed_id))
+        .where(TaskRow.run_id == run_id, TaskRow.epoch == epoch, TaskRow.status == TaskStatus.VALID.value,
+               CurriculumScoreRow.in_band.is_(True), CurriculumScoreRow.weight.is_not(None), TaskRow.raw_text != "")
+        .order_by(TaskRow.id)
+    )
+    return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
+                       weight=r.weight) for r in rows]

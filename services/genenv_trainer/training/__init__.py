@@ -1,0 +1,1 @@
+"""The trainer's torch code: LoRA, data, GRPO (agent) and RWR (simulator)."""

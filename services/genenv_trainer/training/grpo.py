@@ -1,0 +1,190 @@
+"""GRPO for the agent, on stored rollouts: group-normalised advantages, clipped ratio, k3 KL to the base model.
+
+Hand-written (see ops.py for why not TRL): the rollouts were sampled earlier by vLLM and stored with their
+token logprobs, so the update is the clipped surrogate against those recorded logprobs, not a generate-then-train
+loop.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from genenv.contracts.runs import AgentTrainConfig
+from genenv_trainer.records import RolloutGroup
+from genenv_trainer.training.data import (
+    Example,
+    chat_prompt_ids,
+    chunks,
+    collate,
+    make_example,
+    step_batches,
+    text_completion_ids,
+)
+from genenv_trainer.training.ops import (
+    Stopwatch,
+    k3_kl,
+    masked_mean_per_row,
+    reference_logprobs,
+    summarise,
+    token_logprobs,
+)
+
+# Added to the group std: keeps advantages finite for nearly-equal rewards (zero std is skipped outright).
+ADVANTAGE_EPS = 1e-4
+# Bounds the log importance ratio before exp(): a stale or mismatched recorded logprob must not overflow.
+MAX_LOG_RATIO = 20.0
+
+
+@dataclass(frozen=True)
+class ScoredGroup:
+    """A GRPO group with one advantage per attempt."""
+
+    group: RolloutGroup
+    advantages: list[float]
+
+    @property
+    def size(self) -> int:
+        """Sequences in the group."""
+        return len(self.advantages)
+
+
+@dataclass(frozen=True)
+class GrpoSample:
+    """One tokenised attempt: its advantage and its rollout-time logprobs (None → on-policy ratio 1)."""
+
+    example: Example
+    advantage: float
+    old_logprobs: list[float] | None
+
+
+def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS) -> list[float] | None:
+    """(r − mean) / (std + eps) over the group (population std); None when all rewards are equal."""
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    if std == 0.0:
+        return None
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+def score_groups(groups: Sequence[RolloutGroup]) -> tuple[list[ScoredGroup], dict[str, int]]:
+    """Advantages per group; groups of fewer than 2 valid attempts or without reward variance are skipped
+    (they carry no GRPO signal) and counted."""
+    scored: list[ScoredGroup] = []
+    counts = {"groups": len(groups), "groups_too_small": 0, "groups_zero_variance": 0}
+    for g in groups:
+        if len(g.attempts) < 2:
+            counts["groups_too_small"] += 1
+            continue
+        adv = group_advantages([a.reward for a in g.attempts])
+        if adv is None:
+            counts["groups_zero_variance"] += 1
+            continue
+        scored.append(ScoredGroup(g, adv))
+    return scored, counts
+
+
+def to_samples(
+    groups: Sequence[ScoredGroup], tokenizer: Any, max_seq_len: int
+) -> tuple[list[GrpoSample], dict[str, int]]:
+    """Tokenise attempts. The sampled token ids are used when stored; recorded logprobs are kept only when
+    they match the completion token for token, otherwise the ratio falls back to on-policy (counted)."""
+    samples: list[GrpoSample] = []
+    counts = {"sequences": 0, "ratio_fallback": 0, "truncated": 0}
+    for sg in groups:
+        for attempt, adv in zip(sg.group.attempts, sg.advantages, strict=True):
+            prompt = chat_prompt_ids(tokenizer, attempt.prompt_messages)
+            completion = attempt.token_ids or text_completion_ids(tokenizer, attempt.response)
+            old = attempt.token_logprobs
+            if old is None or len(old) != len(completion):
+                old = None
+                counts["ratio_fallback"] += 1
+            ex = make_example(prompt, completion, max_seq_len)
+            counts["truncated"] += ex.truncated
+            counts["sequences"] += 1
+            samples.append(GrpoSample(ex, adv, None if old is None else old[: len(ex.completion_ids)]))
+    return samples, counts
+
+
+def grpo_loss_backward(
+    model: torch.nn.Module,
+    batch: Sequence[GrpoSample],
+    *,
+    micro_batch_size: int,
+    clip_ratio: float,
+    kl_coef: float,
+    pad_id: int,
+    device: torch.device,
+) -> dict[str, float]:
+    """Accumulate the gradient of one optimiser batch: per sequence the token-mean of
+    −min(ρA, clip(ρ, 1±ε)A) + β_KL·k3, averaged over the batch's sequences (micro-batches sum to it)."""
+    n = len(batch)
+    totals = {"loss": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "ratio_sum": 0.0}
+    for micro in chunks(batch, micro_batch_size):
+        b = collate([s.example for s in micro], pad_id=pad_id, values=[s.old_logprobs for s in micro]).to(device)
+        logp = token_logprobs(model, b)
+        ref = reference_logprobs(model, b)
+        mask = b.completion_mask
+        assert b.values is not None
+        old = torch.where(torch.isnan(b.values), logp.detach(), b.values)
+        ratio = torch.exp((logp - old).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO))
+        adv = torch.tensor([s.advantage for s in micro], dtype=torch.float32, device=device).unsqueeze(1)
+        clipped_ratio = ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio)
+        policy_loss = -torch.min(ratio * adv, clipped_ratio * adv)
+        kl = k3_kl(logp, ref)
+        loss = masked_mean_per_row(policy_loss + kl_coef * kl, mask).sum() / n
+        loss.backward()
+        with torch.no_grad():
+            # Tokens whose gradient the clip removed: min() picked the (constant) clipped branch.
+            active = (ratio * adv) > (clipped_ratio * adv)
+            totals["loss"] += float(loss.detach())
+            totals["kl_sum"] += float((kl * mask).sum())
+            totals["clipped"] += float((active.float() * mask).sum())
+            totals["tokens"] += float(mask.sum())
+            totals["ratio_sum"] += float((ratio * mask).sum())
+    tokens = max(totals["tokens"], 1.0)
+    return {
+        "loss": totals["loss"],
+        "kl": totals["kl_sum"] / tokens,
+        "clip_fraction": totals["clipped"] / tokens,
+        "mean_ratio": totals["ratio_sum"] / tokens,
+        "tokens": totals["tokens"],
+    }
+
+
+def train_grpo(
+    model: torch.nn.Module,
+    samples: Sequence[GrpoSample],
+    cfg: AgentTrainConfig,
+    *,
+    pad_id: int,
+    device: torch.device,
+    rng: random.Random,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """``cfg.steps_per_epoch`` AdamW steps of ``cfg.batch_size`` sequences (gradient accumulation over
+    ``cfg.micro_batch_size``); returns per-step and summary metrics."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    clock = Stopwatch()
+    steps: list[dict[str, float]] = []
+    for i, batch in enumerate(step_batches(samples, batch_size=cfg.batch_size, steps=cfg.steps_per_epoch, rng=rng)):
+        step_clock = Stopwatch()
+        stats = grpo_loss_backward(
+            model, batch, micro_batch_size=cfg.micro_batch_size, clip_ratio=cfg.clip_ratio,
+            kl_coef=cfg.kl_coef, pad_id=pad_id, device=device,
+        )
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        stats["sequences"] = float(len(batch))
+        stats["seconds"] = step_clock.seconds
+        steps.append(stats)
+        if on_step is not None:
+            on_step(i, stats)
+    return summarise(steps, clock.seconds)

@@ -1,0 +1,90 @@
+"""PEFT LoRA: load the base model, attach a fresh or parent adapter, save a version atomically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from genenv.contracts.adapters import Role
+from genenv.contracts.runs import LoraConfig
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def resolve_device(setting: Literal["auto", "cpu", "cuda"]) -> torch.device:
+    """cuda when asked for or available (auto), else cpu."""
+    if setting == "cuda" or (setting == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def load_tokenizer(model_path: Path) -> Any:
+    """The base model's tokenizer, with a pad token (the end-of-turn token when the model defines none)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_policy(
+    model_path: Path,
+    lora: LoraConfig,
+    parent: Path | None,
+    *,
+    device: torch.device,
+    dtype: Literal["bfloat16", "float32"],
+) -> Any:
+    """The base model with a trainable LoRA adapter: the parent version's weights when given, else fresh.
+
+    PEFT keeps adapter weights in float32 over a bf16 base (autocast_adapter_dtype), so the optimiser
+    updates full-precision weights while the frozen base runs in bf16.
+    """
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=_DTYPES[dtype], device_map=device)
+    base.config.use_cache = False
+    if parent is not None:
+        model = PeftModel.from_pretrained(base, str(parent), is_trainable=True)
+    else:
+        model = get_peft_model(
+            base,
+            PeftLoraConfig(
+                r=lora.rank,
+                lora_alpha=lora.alpha,  # type: ignore[arg-type]  # annotated int; the α/r scale takes floats
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules),
+                task_type="CAUSAL_LM",
+            ),
+        )
+    model.train()
+    return model
+
+
+def adapter_dir(store: Path, run_id: str, role: Role, version: int) -> Path:
+    """Where version ``version`` of a role's adapter lives: <store>/<run>/<role>/v<N>."""
+    return store / run_id / role.value / f"v{version}"
+
+
+def save_adapter(model: Any, store: Path, run_id: str, role: Role, version: int) -> Path:
+    """Write the adapter to a temporary sibling, then rename it into place: readers never see half a version.
+
+    A directory already at the target is the leftover of an attempt that died before its database row was
+    committed (the row, not the directory, is what makes a version exist), so it is replaced.
+    """
+    final = adapter_dir(store, run_id, role, version)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+    model.save_pretrained(str(tmp))
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    return final

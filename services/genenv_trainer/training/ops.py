@@ -1,0 +1,125 @@
+"""Pieces both losses share: per-token log-probabilities, the reference policy, the k3 KL, memory peaks.
+
+Written by hand rather than taken from TRL: the installed environment has no TRL, and its trainers (GRPOTrainer,
+SFT with weights) generate or batch on their own, while here rollouts and generations come from the database
+with their recorded logprobs. What remains is a few tensor lines, which are kept here and tested directly.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from genenv_trainer.training.data import Batch
+
+
+def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """log π(token_{t+1} | tokens_≤t) for every label position, float32, shape [B, T-1]."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    logits = out.logits[:, :-1, :].float()
+    labels = batch.input_ids[:, 1:].unsqueeze(-1)
+    # gather − logsumexp is log_softmax at the label without materialising the full [B, T, V] log-softmax.
+    return logits.gather(-1, labels).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+@torch.no_grad()
+def reference_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """Log-probs under the reference policy: the base model, i.e. the LoRA adapter switched off."""
+    with model.disable_adapter():  # type: ignore[operator]
+        return token_logprobs(model, batch)
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token KL(π‖π_ref) estimate k3 = r − 1 − log r with r = π_ref/π (unbiased, ≥ 0, low variance)."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - 1.0 - log_ratio
+
+
+def masked_mean_per_row(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over the masked positions of each row (rows without positions give 0)."""
+    return (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+@dataclass
+class Peak:
+    """Peak memory seen while a block ran, in MiB."""
+
+    rss_mb: float = 0.0
+    cuda_mb: float | None = None
+
+
+def current_rss_mb() -> float:
+    """Resident set size of this process now, in MiB (Linux /proc; elsewhere the lifetime peak)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+@contextmanager
+def peak_memory(device: torch.device, interval_s: float = 0.05) -> Iterator[Peak]:
+    """Track the process's peak RSS (sampled) and CUDA allocation while the block runs.
+
+    ru_maxrss is the peak of the whole process life, useless in a long-lived worker, so RSS is sampled.
+    """
+    peak = Peak(rss_mb=current_rss_mb())
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval_s):
+            peak.rss_mb = max(peak.rss_mb, current_rss_mb())
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    thread = threading.Thread(target=sample, name="peak-rss", daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+        peak.rss_mb = max(peak.rss_mb, current_rss_mb())
+        if device.type == "cuda":
+            peak.cuda_mb = torch.cuda.max_memory_allocated(device) / 2**20
+
+
+class Stopwatch:
+    """Wall-clock seconds since creation."""
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """Seconds elapsed."""
+        return time.perf_counter() - self._t0
+
+
+def summarise(steps: Sequence[dict[str, float]], seconds: float) -> dict[str, Any]:
+    """Means of the per-step losses and KL, sums of tokens, and the per-step records themselves."""
+    def mean(key: str) -> float | None:
+        vals = [s[key] for s in steps if key in s]
+        return sum(vals) / len(vals) if vals else None
+
+    return {
+        "steps": len(steps),
+        "loss": mean("loss"),
+        "kl": mean("kl"),
+        "clip_fraction": mean("clip_fraction"),
+        "tokens": int(sum(s.get("tokens", 0.0) for s in steps)),
+        "seconds": seconds,
+        "seconds_per_step": mean("seconds"),
+        "per_step": [dict(s) for s in steps],
+    }

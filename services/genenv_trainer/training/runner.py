@@ -1,0 +1,121 @@
+"""One training job's torch part: pick the data, load base + adapter, train, report metrics."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from genenv.contracts.runs import RunConfig
+from genenv.curriculum.selection import select_agent_batch
+from genenv.settings import TrainerSettings
+from genenv_trainer.records import Generation, RolloutGroup
+from genenv_trainer.training import grpo, rwr
+from genenv_trainer.training.lora import load_policy, load_tokenizer, resolve_device
+from genenv_trainer.training.ops import peak_memory
+
+StepCallback = Callable[[int, dict[str, float]], None]
+
+
+@dataclass
+class TrainResult:
+    """The trained model (None when there was nothing to train on or no step was taken) and its metrics."""
+
+    model: Any | None
+    metrics: dict[str, Any]
+
+
+def _setup(trainer: TrainerSettings, seed: int) -> torch.device:
+    if trainer.torch_threads:
+        torch.set_num_threads(trainer.torch_threads)
+    torch.manual_seed(seed)
+    return resolve_device(trainer.device)
+
+
+def train_agent(
+    *,
+    model_path: Path,
+    parent: Path | None,
+    config: RunConfig,
+    fresh: Sequence[RolloutGroup],
+    replay: Sequence[RolloutGroup],
+    trainer: TrainerSettings,
+    seed: int,
+    on_step: StepCallback | None = None,
+) -> TrainResult:
+    """GRPO on the epoch's groups (plus replayed groups of earlier epochs, up to curriculum.replay_ratio)."""
+    cfg = config.agent
+    scored_fresh, counts = grpo.score_groups(fresh)
+    scored_replay, replay_counts = grpo.score_groups(replay)
+    rng = random.Random(seed)
+    picked_fresh, picked_replay = select_agent_batch(
+        scored_fresh, scored_replay, budget=cfg.batch_size * cfg.steps_per_epoch,
+        replay_ratio=config.curriculum.replay_ratio, size=lambda g: g.size, rng=rng,
+    )
+    metrics: dict[str, Any] = {
+        **counts,
+        "replay_candidates": len(scored_replay),
+        "replay_groups_zero_variance": replay_counts["groups_zero_variance"],
+        "fresh_groups_used": len(picked_fresh),
+        "replay_groups_used": len(picked_replay),
+    }
+    if not picked_fresh and not picked_replay:
+        return TrainResult(None, {**metrics, "steps": 0, "reason": "no group with reward variance"})
+    device = _setup(trainer, seed)
+    tokenizer = load_tokenizer(model_path)
+    samples, sample_counts = grpo.to_samples([*picked_fresh, *picked_replay], tokenizer, cfg.max_seq_len)
+    model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
+    with peak_memory(device) as peak:
+        result = grpo.train_grpo(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
+                                 on_step=on_step)
+    return TrainResult(model, {**metrics, **sample_counts, **result, **_env(device, trainer, peak)})
+
+
+def train_simulator(
+    *,
+    model_path: Path,
+    parent: Path | None,
+    config: RunConfig,
+    generations: Sequence[Generation],
+    trainer: TrainerSettings,
+    seed: int,
+    on_step: StepCallback | None = None,
+) -> TrainResult:
+    """RWR on the in-band generations, weights from their seed batch's curriculum score."""
+    cfg = config.simulator
+    weights = [g.weight for g in generations]
+    metrics: dict[str, Any] = {
+        "generations": len(generations),
+        "seed_batches": len({g.seed_id for g in generations}),
+        # How unequal the RWR weights are (β and λ decide it): with β = 2 in band they differ by ≤ 2 %.
+        "weight_min": min(weights, default=None),
+        "weight_max": max(weights, default=None),
+    }
+    if not generations:
+        return TrainResult(None, {**metrics, "steps": 0, "reason": "no in-band generation"})
+    device = _setup(trainer, seed)
+    rng = random.Random(seed)
+    tokenizer = load_tokenizer(model_path)
+    samples, sample_counts = rwr.to_samples(generations, tokenizer, cfg.max_seq_len)
+    model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
+    with peak_memory(device) as peak:
+        result = rwr.train_rwr(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
+                               on_step=on_step)
+    metrics = {**metrics, **sample_counts, **result, **_env(device, trainer, peak)}
+    if result["steps"] == 0:
+        return TrainResult(None, {**metrics, "reason": "kl_cap exceeded before the first step"})
+    return TrainResult(model, metrics)
+
+
+def _env(device: torch.device, trainer: TrainerSettings, peak: Any) -> dict[str, Any]:
+    return {
+        "device": device.type,
+        "dtype": trainer.dtype,
+        "torch_threads": torch.get_num_threads(),
+        "peak_rss_mb": round(peak.rss_mb, 1),
+        "peak_cuda_mb": None if peak.cuda_mb is None else round(peak.cuda_mb, 1),
+    }

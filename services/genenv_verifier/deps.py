@@ -1,0 +1,80 @@
+"""Process-wide resources of the verifier service and the FastAPI dependencies that hand them to routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from genenv.contracts.adapters import Role
+from genenv.db.engine import make_engine, make_session_factory, session_scope
+from genenv.inference.base import InferenceBackend
+from genenv.settings import GenEnvSettings
+
+
+@dataclass
+class VerifierResources:
+    """Settings, the database for evaluation rows, and the agent's inference backend (built on first use)."""
+
+    settings: GenEnvSettings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    owns_engine: bool
+    backend: InferenceBackend | None = None
+    owns_backend: bool = field(default=False)
+
+    @classmethod
+    def build(
+        cls,
+        settings: GenEnvSettings,
+        sessions: sessionmaker[Session] | None = None,
+        backend: InferenceBackend | None = None,
+    ) -> VerifierResources:
+        """Use the given session factory / backend (embedded mode, tests) or the configured ones."""
+        if sessions is not None:
+            bind = sessions.kw["bind"]
+            assert isinstance(bind, Engine)
+            return cls(settings, bind, sessions, owns_engine=False, backend=backend)
+        engine = make_engine(settings.database)
+        return cls(settings, engine, make_session_factory(engine), owns_engine=True, backend=backend)
+
+    def inference(self) -> InferenceBackend:
+        """The agent's backend from settings (vLLM or local), created once per process."""
+        if self.backend is None:
+            from genenv.inference.factory import build_backend
+
+            self.backend = build_backend(self.settings, Role.AGENT)
+            self.owns_backend = True
+        return self.backend
+
+    def ping_database(self) -> None:
+        """Readiness: the database answers a query."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        """Release what this service created."""
+        if self.owns_backend and self.backend is not None:
+            await self.backend.aclose()
+        if self.owns_engine:
+            self.engine.dispose()
+
+
+def get_resources(request: Request) -> VerifierResources:
+    """The service's resources."""
+    resources: VerifierResources = request.app.state.verifier
+    return resources
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One transaction per request: committed when the route returns, rolled back when it raises."""
+    with session_scope(get_resources(request).sessions) as session:
+        yield session
+
+
+ResourcesDep = Annotated[VerifierResources, Depends(get_resources)]
+SessionDep = Annotated[Session, Depends(get_session)]

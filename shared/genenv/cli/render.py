@@ -1,0 +1,43 @@
+"""Rich renderings shared by commands: the epoch table users watch."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from genenv.contracts.epochs import Epoch
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def epoch_table(
+    epochs: list[Epoch], *, title: str = "Epochs", alpha: float | None = None, k_min: float = 0.1
+) -> Table:
+    """One row per epoch: p̂ (green inside α ± k_min), in-band share, lengths, solved/unsolved, adapters, time."""
+    table = Table(title=title, header_style="bold")
+    for col in ("epoch", "phase", "p̂", "in-band", "tasks ok/rej", "solved/unsolved", "prompt tok",
+                "response tok", "agent v", "sim v", "seconds"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for e in epochs:
+        s = e.summary
+        if s is None:
+            table.add_row(str(e.index), e.phase.value, *["…"] * 9)
+            continue
+        p = _f(s.p_hat)
+        if alpha is not None and s.p_hat is not None and abs(s.p_hat - alpha) <= k_min:
+            p = f"[green]{p}[/green]"
+        table.add_row(
+            str(e.index),
+            e.phase.value,
+            p,
+            _f(s.in_band_share),
+            f"{s.tasks_valid}/{s.tasks_rejected}",
+            f"{s.tasks_solved}/{s.tasks_unsolved}",
+            _f(s.mean_task_tokens, 1),
+            _f(s.mean_response_tokens, 1),
+            "—" if s.agent_adapter_version is None else str(s.agent_adapter_version),
+            "—" if s.simulator_adapter_version is None else str(s.simulator_adapter_version),
+            f"{sum(s.phase_seconds.values()):.0f}",
+        )
+    return table

@@ -1,0 +1,1 @@
+"""Pydantic wire models for everything that crosses a process boundary."""

@@ -1,0 +1,83 @@
+"""Agent attempts and their verdicts."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from genenv.contracts.base import ReadModel, WriteModel
+
+
+class Rollout(ReadModel):
+    """One agent attempt at one task."""
+
+    id: int
+    task_id: int
+    attempt: int
+    agent_adapter: str | None
+    response: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_logprobs: list[float] | None = None
+    latency_s: float | None = None
+    error: str | None = None
+
+
+class VerdictErrorKind(enum.StrEnum):
+    """Why a verdict is invalid. An invalid verdict is never a zero score."""
+
+    PARSE_ERROR = "parse_error"
+    SCHEMA_ERROR = "schema_error"
+    TOO_LARGE = "too_large"
+    TIMEOUT = "timeout"
+    CHECKER_ERROR = "checker_error"
+    TASK_ERROR = "task_error"
+    ROLLOUT_ERROR = "rollout_error"
+
+
+class VerdictError(ReadModel):
+    """Kind and human-readable message of an invalid verdict."""
+
+    kind: VerdictErrorKind
+    message: str
+
+
+class Verdict(ReadModel):
+    """R_agent of one response. ``score`` is None exactly when the verdict is invalid."""
+
+    valid: bool
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    success: bool = False
+    error: VerdictError | None = None
+    details: dict[str, Any] = Field(default_factory=dict, description="Checker-specific breakdown (em, f1, …).")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Verdict:
+        if self.valid and (self.score is None or self.error is not None):
+            raise ValueError("a valid verdict has a score and no error")
+        if not self.valid and (self.score is not None or self.error is None or self.success):
+            raise ValueError("an invalid verdict has an error, no score and no success")
+        return self
+
+
+class VerifyItem(WriteModel):
+    """One (task, response) pair to verify."""
+
+    domain: str = Field(min_length=1)
+    task: dict[str, Any] = Field(description="The task payload as stored.")
+    response: str = Field(description="The agent's raw response text.")
+
+
+class VerifyRequest(WriteModel):
+    """Body of POST /v1/verify."""
+
+    items: list[VerifyItem] = Field(max_length=4096)
+    success_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+
+
+class VerifyResponse(ReadModel):
+    """Verdicts in request order."""
+
+    verdicts: list[Verdict]

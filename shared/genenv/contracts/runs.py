@@ -1,0 +1,206 @@
+"""Run configuration (every hyperparameter of the method) and run state."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from genenv.contracts.base import ReadModel, WriteModel
+
+
+class RunMode(enum.StrEnum):
+    """The paper's method and its baselines."""
+
+    GENENV = "genenv"
+    RANDOM_SIMULATOR = "random_simulator"
+    STATIC_AUGMENTATION = "static_augmentation"
+    AGENT_ONLY = "agent_only"
+
+
+class RunStatus(enum.StrEnum):
+    """Run lifecycle: created → running ⇄ paused → completed | failed | cancelled."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CurriculumConfig(WriteModel):
+    """α-Curriculum Reward and simulator-update weighting (METHOD.md, Eq. 3 and RWR)."""
+
+    alpha: float = Field(default=0.5, gt=0.0, lt=1.0, description="Target success rate α; the reward peaks here.")
+    beta: float = Field(
+        default=20.0,
+        gt=0.0,
+        description="Sharpness β of R_env = exp(-β(p̂-α)²). Paper leaves it open (released config 2.0, unused); "
+        "20 makes weights differ inside the band.",
+    )
+    k_min: float = Field(
+        default=0.1, ge=0.0, le=0.5, description="Band half-width: seed batches with |p̂-α| > k_min are not trained on."
+    )
+    rwr_lambda: float = Field(default=1.0, ge=0.0, description="RWR temperature λ: weight ∝ exp(λ·R_env).")
+    success_threshold: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="R_agent at or above which an attempt counts as a success. Default: the domain's "
+        "(1.0 for structured actions, 0.5 for free text).",
+    )
+    use_beta_prior: bool = Field(
+        default=False, description="Score seed batches with the Beta(1,1) posterior mean (k+1)/(n+2) instead of k/n."
+    )
+    replay_ratio: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=0.9,
+        description="Share of the agent batch drawn from valid traces of earlier epochs (replay pool).",
+    )
+
+
+class LoraConfig(WriteModel):
+    """PEFT LoRA adapter shape, shared by agent and simulator."""
+
+    rank: int = Field(default=16, ge=1, le=256, description="LoRA rank r; must not exceed the vLLM --max-lora-rank.")
+    alpha: float = Field(default=32.0, gt=0.0, description="LoRA scaling α (effective scale α/r).")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="LoRA dropout.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        min_length=1,
+        description="Module names to adapt (Llama/Qwen naming).",
+    )
+
+
+class AgentTrainConfig(WriteModel):
+    """GRPO settings for the agent."""
+
+    learning_rate: float = Field(
+        default=1e-4, gt=0.0, lt=1.0, description="AdamW LR (paper 1e-6 full-scale; ≈1e-4 for LoRA on the CPU model)."
+    )
+    batch_size: int = Field(default=16, ge=1, description="Sequences per optimiser step (paper 64).")
+    micro_batch_size: int = Field(default=8, ge=1, description="Sequences per forward pass; gradients accumulate.")
+    steps_per_epoch: int = Field(default=1, ge=1, description="Optimiser steps per epoch.")
+    clip_ratio: float = Field(default=0.2, gt=0.0, lt=1.0, description="PPO/GRPO clip ε on the importance ratio.")
+    kl_coef: float = Field(default=0.001, ge=0.0, description="KL-loss weight to the reference (adapter disabled).")
+    max_seq_len: int = Field(default=512, ge=32, description="Prompt+response tokens kept for training.")
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Clip the gradient norm of each step to this.")
+
+
+class SimulatorTrainConfig(WriteModel):
+    """Reward-weighted regression settings for the simulator."""
+
+    learning_rate: float = Field(default=1e-4, gt=0.0, lt=1.0, description="AdamW LR (paper 5e-7 full-scale).")
+    batch_size: int = Field(default=16, ge=1, description="Generations per optimiser step (paper 64).")
+    micro_batch_size: int = Field(default=8, ge=1, description="Sequences per forward pass; gradients accumulate.")
+    steps_per_epoch: int = Field(default=1, ge=1, description="Optimiser steps per epoch.")
+    kl_coef: float = Field(default=0.05, ge=0.0, description="KL weight to the initial simulator (adapter disabled).")
+    kl_cap: float = Field(
+        default=0.5, gt=0.0, description="Stop the epoch's updates early when the sampled KL exceeds this cap."
+    )
+    max_seq_len: int = Field(default=512, ge=32, description="Conditioning prompt + generation tokens kept.")
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Clip the gradient norm of each step to this.")
+
+
+class RunConfig(WriteModel):
+    """Everything a co-evolution run needs. Every field has a default sized for the CPU quickstart."""
+
+    name: str = Field(default="run", min_length=1, max_length=200, description="Human-readable label.")
+    mode: RunMode = Field(
+        default=RunMode.GENENV, description="genenv | random_simulator | static_augmentation | agent_only."
+    )
+    domain: str = Field(default="arithmetic", min_length=1, description="Domain plug-in that defines the tasks.")
+    base_model: str = Field(
+        default="smollm2-135m-instruct", min_length=1, description="Base model both roles start from."
+    )
+    epochs: int = Field(default=3, ge=1, le=1000, description="Co-evolution epochs (paper: 6 in the figures).")
+    seeds_per_epoch: int = Field(
+        default=8, ge=1, description="Seeds drawn from the domain's training split each epoch."
+    )
+    variations_per_seed: int = Field(
+        default=4, ge=1, le=64, description="n: tasks the simulator writes per seed (paper code: 4)."
+    )
+    rollouts_per_task: int = Field(default=8, ge=2, le=64, description="G: agent attempts per task (GRPO group).")
+    rollout_temperature: float = Field(
+        default=0.7, ge=0.0, le=2.0, description="Agent sampling temperature for rollouts (paper 1.0; 0.7 on CPU)."
+    )
+    simulator_temperature: float = Field(default=1.0, ge=0.0, le=2.0, description="Simulator sampling temperature.")
+    max_response_tokens: int = Field(default=64, ge=1, le=16384, description="Agent max new tokens per attempt.")
+    max_task_tokens: int = Field(default=256, ge=16, le=16384, description="Simulator max new tokens per task.")
+    static_variations: int = Field(
+        default=5, ge=1, le=64, description="Variations per seed generated once in static_augmentation mode."
+    )
+    eval_every: int = Field(default=0, ge=0, description="Evaluate benchmarks every k epochs (0 = never).")
+    eval_benchmarks: list[str] = Field(default_factory=list, description="Benchmark names evaluated at EVALUATE.")
+    eval_limit: int | None = Field(default=None, ge=1, description="Items per benchmark at EVALUATE (None = all).")
+    random_seed: int = Field(default=0, description="Seed for seed sampling and local-backend generation.")
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    agent: AgentTrainConfig = Field(default_factory=AgentTrainConfig)
+    simulator: SimulatorTrainConfig = Field(default_factory=SimulatorTrainConfig)
+
+    @field_validator("domain")
+    @classmethod
+    def _known_domain(cls, v: str) -> str:
+        from genenv.domains import domain_names  # imported here: domains import the contracts
+
+        if v not in domain_names():
+            raise ValueError(f"unknown domain {v!r}; choose from {domain_names()}")
+        return v
+
+    @field_validator("eval_benchmarks")
+    @classmethod
+    def _known_benchmarks(cls, v: list[str]) -> list[str]:
+        known = {"bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"}
+        unknown = sorted(set(v) - known)
+        if unknown:
+            raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        for name, block in (("agent", self.agent), ("simulator", self.simulator)):
+            if block.micro_batch_size > block.batch_size:
+                raise ValueError(
+                    f"{name}.micro_batch_size ({block.micro_batch_size}) exceeds {name}.batch_size "
+                    f"({block.batch_size}); lower micro_batch_size or raise batch_size"
+                )
+        if self.eval_every and not self.eval_benchmarks:
+            raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
+        return self
+
+    @property
+    def trains_simulator(self) -> bool:
+        """Only the genenv mode updates the simulator."""
+        return self.mode is RunMode.GENENV
+
+    @property
+    def uses_simulator(self) -> bool:
+        """agent_only trains on the seeds themselves."""
+        return self.mode is not RunMode.AGENT_ONLY
+
+
+class RunCreate(WriteModel):
+    """Body of POST /v1/runs."""
+
+    config: RunConfig = Field(default_factory=RunConfig)
+
+
+class Run(ReadModel):
+    """A run as the control plane reports it."""
+
+    id: str
+    name: str
+    status: RunStatus
+    config: RunConfig
+    current_epoch: int
+    error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+RunAction = Literal["start", "pause", "resume", "cancel"]

@@ -1,0 +1,1 @@
+"""SQLAlchemy models, engine/session helpers and repositories (flush, never commit)."""

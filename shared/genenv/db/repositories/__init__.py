@@ -1,0 +1,1 @@
+"""Repositories: functions that take a session, flush, never commit."""

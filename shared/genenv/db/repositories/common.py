@@ -1,0 +1,96 @@
+"""Helpers shared by the repositories: opaque keyset cursors and UTC normalisation."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Row, Select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from genenv.contracts.errors import GenEnvError
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+T = TypeVar("T", bound=tuple[Any, ...])
+
+
+class InvalidCursorError(GenEnvError):
+    """The cursor was not produced by this server (or was edited)."""
+
+    status_code = 400
+
+    def __init__(self) -> None:
+        super().__init__(
+            "invalid cursor; pass the next_cursor of the previous page unchanged",
+            param="cursor",
+            code="invalid_cursor",
+        )
+
+
+def encode_cursor(values: Sequence[Any]) -> str:
+    """Opaque cursor for a keyset position (base64url of a JSON list)."""
+    raw = json.dumps(list(values), separators=(",", ":"), default=str).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, types: Sequence[type]) -> list[Any]:
+    """The keyset position in ``cursor``; InvalidCursorError (400) unless it holds values of ``types``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        values = json.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidCursorError() from exc
+    if not isinstance(values, list) or len(values) != len(types):
+        raise InvalidCursorError()
+    out: list[Any] = []
+    for value, kind in zip(values, types, strict=True):
+        if kind is datetime:
+            if not isinstance(value, str):
+                raise InvalidCursorError()
+            try:
+                out.append(datetime.fromisoformat(value))
+            except ValueError as exc:
+                raise InvalidCursorError() from exc
+        elif isinstance(value, bool) or not isinstance(value, kind):  # JSON true is not an id
+            raise InvalidCursorError()
+        else:
+            out.append(value)
+    return out
+
+
+def keyset_page(
+    session: Session,
+    stmt: Select[T],
+    id_column: InstrumentedAttribute[int],
+    *,
+    cursor: str | None,
+    limit: int,
+) -> tuple[Sequence[Row[T]], str | None]:
+    """Rows of ``stmt`` after ``cursor`` in ascending ``id_column`` order, and the next page's cursor.
+
+    ``stmt`` must select the entity owning ``id_column`` first (the cursor is read from ``row[0].id``).
+    """
+    if cursor is not None:
+        (after,) = decode_cursor(cursor, [int])
+        stmt = stmt.where(id_column > after)
+    rows = session.execute(stmt.order_by(id_column).limit(limit + 1)).all()
+    if len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    return page, encode_cursor([page[-1][0].id])
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes (stored as UTC); Postgres aware ones. Report both as aware UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def as_utc_opt(value: datetime | None) -> datetime | None:
+    """``as_utc`` for nullable columns."""
+    return None if value is None else as_utc(value)

@@ -1,0 +1,112 @@
+"""Runs: create, read, list (cursor pagination, newest first) and state transitions. Flush, never commit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from genenv.contracts.errors import GenEnvError, NotFoundError
+from genenv.contracts.pagination import Page
+from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
+from genenv.db.models import RunRow, utcnow
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor
+from genenv.runs_state import action_target, check_transition
+
+
+def new_run_id() -> str:
+    """A fresh run id (32 hex characters, fits run.id)."""
+    return uuid.uuid4().hex
+
+
+def create(session: Session, config: RunConfig) -> RunRow:
+    """Store a validated run config as a new run in status ``created``."""
+    stored = config.model_dump(mode="json")
+    # Postgres JSONB cannot hold U+0000; reject it here instead of failing inside the INSERT.
+    if _has_nul(stored):
+        raise GenEnvError("text fields must not contain NUL (\\u0000) characters", param="config")
+    row = RunRow(
+        id=new_run_id(), name=config.name, status=RunStatus.CREATED.value, config=stored, current_epoch=0
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def get(session: Session, run_id: str, *, for_update: bool = False) -> RunRow:
+    """The run ``run_id`` (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
+    stmt = select(RunRow).where(RunRow.id == run_id)
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise NotFoundError(f"run {run_id!r} not found", param="run_id", code="run_not_found")
+    return row
+
+
+def list_runs(
+    session: Session, *, status: RunStatus | None = None, cursor: str | None = None, limit: int = 50
+) -> Page[Run]:
+    """Runs newest first, optionally of one status; keyset over (created_at, id)."""
+    stmt = select(RunRow)
+    if status is not None:
+        stmt = stmt.where(RunRow.status == status.value)
+    if cursor is not None:
+        created, last_id = decode_cursor(cursor, [datetime, str])
+        stmt = stmt.where(
+            or_(RunRow.created_at < created, and_(RunRow.created_at == created, RunRow.id < last_id))
+        )
+    rows = session.scalars(stmt.order_by(RunRow.created_at.desc(), RunRow.id.desc()).limit(limit + 1)).all()
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = encode_cursor([rows[-1].created_at.isoformat(), rows[-1].id])
+    return Page[Run](items=[to_contract(r) for r in rows], next_cursor=next_cursor)
+
+
+def transition(session: Session, run_id: str, target: RunStatus, *, error: str | None = None) -> RunRow:
+    """Move a run to ``target`` along a legal edge (ConflictError 409 otherwise); record ``error`` if given."""
+    row = get(session, run_id, for_update=True)
+    check_transition(RunStatus(row.status), target)
+    row.status = target.value
+    if error is not None:
+        row.error = error
+    row.updated_at = utcnow()
+    session.flush()
+    return row
+
+
+def apply_action(session: Session, run_id: str, action: RunAction) -> RunRow:
+    """Apply a user action (start/pause/resume/cancel); ConflictError (409) when not allowed now."""
+    row = get(session, run_id, for_update=True)
+    row.status = action_target(RunStatus(row.status), action).value
+    row.updated_at = utcnow()
+    session.flush()
+    return row
+
+
+def to_contract(row: RunRow) -> Run:
+    """The wire form of a run row."""
+    return Run(
+        id=row.id,
+        name=row.name,
+        status=RunStatus(row.status),
+        config=RunConfig.model_validate(row.config),
+        current_epoch=row.current_epoch,
+        error=row.error,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )

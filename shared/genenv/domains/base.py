@@ -1,0 +1,57 @@
+"""The domain plug-in interface: everything task-specific lives behind it, as pure code."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any, ClassVar
+
+from genenv.contracts.rollouts import Verdict
+from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+
+
+class TaskRejected(Exception):
+    """A generation that cannot become a task; carries the counted reason."""
+
+    def __init__(self, reason: RejectionReason, detail: str) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class DataMissingError(FileNotFoundError):
+    """Benchmark data needed by a domain is not where the settings say it is."""
+
+
+class Domain(abc.ABC):
+    """One kind of task: seeds, how the simulator writes variations, how the agent is prompted and scored."""
+
+    name: ClassVar[str]
+    #: success threshold on R_agent when the run does not set one (METHOD.md: 1.0 structured, 0.5 free text)
+    default_success_threshold: ClassVar[float] = 1.0
+
+    @abc.abstractmethod
+    def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:
+        """Seeds of a split ('train' seeds the simulator; 'eval' is never used as seeds)."""
+
+    @abc.abstractmethod
+    def simulator_messages(
+        self, seed: Seed | None, n: int, *, target_success: float | None, stats: tuple[int, int] | None
+    ) -> list[ChatMessage]:
+        """Chat prompt asking the simulator for ONE new task varying ``seed`` (stats = recent k, n)."""
+
+    @abc.abstractmethod
+    def task_json_schema(self) -> dict[str, Any]:
+        """JSON schema of one generated task as the simulator must write it (guided decoding)."""
+
+    @abc.abstractmethod
+    def validate_generation(self, obj: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
+        """Turn the simulator's parsed JSON into a task payload, or raise TaskRejected."""
+
+    @abc.abstractmethod
+    def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
+        """Chat prompt the agent sees for a task payload."""
+
+    @abc.abstractmethod
+    def verify(self, task: dict[str, Any], response: str, success_threshold: float | None = None) -> Verdict:
+        """R_agent of a response (pure; never raises for bad responses: returns an invalid verdict)."""

@@ -1,0 +1,52 @@
+"""``make_app``: the one way every GenEnv HTTP service is assembled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.security import HTTPBearer
+from prometheus_client import CollectorRegistry
+from starlette.types import Lifespan
+
+from genenv import __version__
+from genenv.http.errors import ERROR_RESPONSES, install_error_handlers
+from genenv.http.health import PUBLIC_PATHS, ReadyCheck, health_router
+from genenv.http.metrics import HttpMetrics, MetricsMiddleware
+from genenv.http.middleware import BearerAuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
+from genenv.settings import GenEnvSettings
+
+# Only documents the scheme in OpenAPI; the middleware enforces it (auto_error=False: never raises here).
+_bearer_doc = HTTPBearer(auto_error=False, description="A token from GENENV_AUTH__TOKENS.")
+
+
+def make_app(
+    title: str,
+    settings: GenEnvSettings,
+    *,
+    routers: Sequence[APIRouter],
+    lifespan: Lifespan[FastAPI] | None = None,
+    ready_checks: Mapping[str, ReadyCheck] | None = None,
+    public_paths: Iterable[str] = (),
+) -> FastAPI:
+    """A FastAPI app with error envelope, bearer auth, body limit, request ids, health probes, metrics.
+
+    ``public_paths`` (exact paths) are served without a token besides the probes; only for content that carries
+    no data, such as the dashboard's static shell.
+    """
+    tokens = [t.get_secret_value() for t in settings.auth.tokens]
+    registry = CollectorRegistry()
+    app = FastAPI(title=title, version=__version__, lifespan=lifespan)
+    # add_middleware puts each one outside the previous: body limit innermost, metrics outermost, so metrics
+    # see every response (incl. 401/413/500) and the request id is on all of them.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BearerAuthMiddleware, tokens=tokens, public_paths=PUBLIC_PATHS | frozenset(public_paths))
+    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(registry), router=app.router)
+    install_error_handlers(app)
+    app.include_router(health_router(ready_checks or {}, registry))
+    auth_doc = [Depends(_bearer_doc)] if tokens else []
+    for router in routers:
+        app.include_router(router, responses=ERROR_RESPONSES, dependencies=auth_doc)
+    app.state.metrics_registry = registry
+    return app

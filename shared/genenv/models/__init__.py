@@ -1,0 +1,1 @@
+"""Local model folders built from models shipped inside PyPI packages (no hub downloads)."""

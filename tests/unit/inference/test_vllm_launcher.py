@@ -1,0 +1,139 @@
+"""The vLLM command line and environment, health waiting and signal forwarding (with a stand-in child process)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv.inference.launcher import (
+    VLLM_MODULE,
+    LaunchError,
+    VLLMServerConfig,
+    build_command,
+    build_env,
+    default_max_loras,
+    wait_healthy,
+)
+
+
+def test_cpu_command_and_env() -> None:
+    cfg = VLLMServerConfig(model="/m", port=8123, max_loras=5, cpu=True, extra_args=("--max-num-seqs", "32"))
+    cmd = build_command(cfg, python="py")
+    assert cmd[:3] == ["py", "-m", VLLM_MODULE]
+    joined = " ".join(cmd)
+    for part in (
+        "--model /m",
+        "--served-model-name base",
+        "--host 127.0.0.1",
+        "--port 8123",
+        "--max-model-len 2048",
+        "--enforce-eager",
+        "--enable-lora",
+        "--max-lora-rank 16",
+        "--max-loras 5",
+    ):
+        assert part in joined
+    assert cmd[-2:] == ["--max-num-seqs", "32"]
+    assert "--gpu-memory-utilization" not in cmd
+    env = build_env(cfg, {"PATH": "/bin"})
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert env["PATH"] == "/bin"
+
+
+def test_gpu_command_has_no_eager_or_cpu_cache() -> None:
+    cfg = VLLMServerConfig(model="Qwen/Qwen2.5-7B-Instruct", cpu=False, max_lora_rank=64)
+    cmd = build_command(cfg)
+    assert "--enforce-eager" not in cmd and "--gpu-memory-utilization" in cmd
+    assert "VLLM_CPU_KVCACHE_SPACE" not in build_env(cfg, {})
+
+
+def test_bad_lora_rank_says_which_are_allowed() -> None:
+    with pytest.raises(ValueError, match="one of"):
+        VLLMServerConfig(model="/m", max_lora_rank=12)
+
+
+def test_default_max_loras_covers_kept_versions_of_each_role() -> None:
+    assert default_max_loras(["agent", "simulator"], 2) == 5
+    assert default_max_loras(["agent"], 3) == 4
+
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import http.server, signal, sys, threading
+    port = int(sys.argv[1]); marker = sys.argv[2]
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+        def log_message(self, *a): pass
+    srv = http.server.HTTPServer(("127.0.0.1", port), H)
+    def stop(signum, frame):
+        open(marker, "w").write(str(signum)); threading.Thread(target=srv.shutdown).start()
+    signal.signal(signal.SIGTERM, stop)
+    srv.serve_forever()
+    sys.exit(3)
+    """
+)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_wait_healthy_and_exit_detection(tmp_path: Path) -> None:
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_SERVER)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, str(script), str(port), str(tmp_path / "sig")])
+    try:
+        assert wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=30, poll_s=0.1) < 30
+    finally:
+        proc.terminate()
+        proc.wait()
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"])
+    with pytest.raises(LaunchError, match="exited with code 4"):
+        wait_healthy("http://127.0.0.1:9", dead, timeout_s=30, poll_s=0.1)
+
+
+def test_serve_forwards_sigterm_to_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve() runs the child, reports readiness, forwards SIGTERM and returns the child's exit code."""
+    from genenv.inference import launcher
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_SERVER)
+    marker = tmp_path / "sig"
+    port = _free_port()
+    monkeypatch.setattr(launcher, "build_command", lambda cfg: [sys.executable, str(script), str(port), str(marker)])
+    ready: list[str] = []
+
+    def on_ready(url: str, seconds: float) -> None:
+        ready.append(url)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    code = launcher.serve(VLLMServerConfig(model="/m", port=port, cpu=True), timeout_s=30, on_ready=on_ready)
+    assert ready == [f"http://127.0.0.1:{port}"]
+    assert marker.read_text() == str(int(signal.SIGTERM))
+    assert code == 3
+
+
+def test_cli_rejects_a_bad_rank_before_starting_anything(model_dir: Path) -> None:
+    from genenv.cli.main import app
+
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["serve", "vllm", "--model", str(model_dir), "--max-lora-rank", "12"])
+    assert result.exit_code == 2
+    assert time.monotonic() - started < 10

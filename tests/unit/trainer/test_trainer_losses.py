@@ -1,0 +1,239 @@
+"""GRPO and RWR loss math on a tiny random Llama (real tokenizer): ratios, clipping, KL, weights, the KL cap."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from genenv.contracts.runs import AgentTrainConfig, SimulatorTrainConfig
+from genenv_trainer.records import Attempt, Generation, RolloutGroup
+from genenv_trainer.training import grpo, rwr
+from genenv_trainer.training.data import Example, chat_prompt_ids, collate, make_example, text_completion_ids
+from genenv_trainer.training.ops import k3_kl, masked_mean_per_row, reference_logprobs, token_logprobs
+
+CPU = torch.device("cpu")
+PROMPT = [{"role": "user", "content": "What is 7 + 5? Reply with the number only."}]
+
+
+def _examples(tokenizer: Any, answers: list[str]) -> list[Example]:
+    prompt = chat_prompt_ids(tokenizer, PROMPT)
+    return [make_example(prompt, text_completion_ids(tokenizer, a), 256) for a in answers]
+
+
+def _grads(model: Any) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+            for p in model.parameters() if p.requires_grad]
+
+
+def _perturb_adapter(model: Any, scale: float = 0.05) -> None:
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, scale)
+
+
+def _seq_logp(model: Any, examples: list[Example], pad_id: int) -> torch.Tensor:
+    b = collate(examples, pad_id=pad_id)
+    with torch.no_grad():
+        return masked_mean_per_row(token_logprobs(model, b), b.completion_mask)
+
+
+def test_token_logprobs_equal_log_softmax(policy: Any, tokenizer: Any) -> None:
+    b = collate(_examples(tokenizer, ["12", "thirteen"]), pad_id=tokenizer.pad_token_id)
+    got = token_logprobs(policy, b)
+    logits = policy(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=b.position_ids).logits
+    want = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, b.input_ids[:, 1:, None]).squeeze(-1)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_left_and_right_padding_give_the_same_logprobs(policy: Any, tokenizer: Any) -> None:
+    ex = _examples(tokenizer, ["12", "The answer is 12."])
+    r = collate(ex, pad_id=tokenizer.pad_token_id, side="right")
+    left = collate(ex, pad_id=tokenizer.pad_token_id, side="left")
+    with torch.no_grad():
+        a = masked_mean_per_row(token_logprobs(policy, r), r.completion_mask)
+        b = masked_mean_per_row(token_logprobs(policy, left), left.completion_mask)
+    assert torch.allclose(a, b, atol=1e-4)
+
+
+def test_reference_is_the_base_model_with_the_adapter_off(
+    policy: Any, tokenizer: Any, make_tiny_llama: Callable[..., Any]
+) -> None:
+    _perturb_adapter(policy)
+    b = collate(_examples(tokenizer, ["12"]), pad_id=tokenizer.pad_token_id)
+    base = make_tiny_llama(len(tokenizer))  # same seed → the same base weights the policy wraps
+    with torch.no_grad():
+        want = token_logprobs(base, b)
+        adapted = token_logprobs(policy, b)
+    got = reference_logprobs(policy, b)
+    assert torch.allclose(got, want, atol=1e-5)
+    assert not torch.allclose(adapted, want, atol=1e-3)
+    assert not got.requires_grad
+
+
+def test_k3_is_an_unbiased_nonnegative_kl_estimate() -> None:
+    torch.manual_seed(0)
+    p = torch.softmax(torch.randn(50), 0)
+    q = torch.softmax(torch.randn(50), 0)
+    k3 = k3_kl(p.log(), q.log())
+    assert (k3 >= 0).all()
+    assert float((p * k3).sum()) == pytest.approx(float((p * (p.log() - q.log())).sum()), rel=1e-4)
+    assert float(k3_kl(p.log(), p.log()).abs().max()) == 0.0
+
+
+def test_group_advantages_and_skipped_groups() -> None:
+    adv = grpo.group_advantages([1.0, 0.0, 0.0, 1.0])
+    assert adv is not None and sum(adv) == pytest.approx(0.0) and adv[0] == pytest.approx(1.0, rel=1e-3)
+    assert grpo.group_advantages([0.5, 0.5, 0.5]) is None
+
+    def group(task: int, rewards: list[float]) -> RolloutGroup:
+        return RolloutGroup(task, 0, [Attempt(i, PROMPT, "x", r) for i, r in enumerate(rewards)])
+
+    scored, counts = grpo.score_groups([group(1, [1, 0]), group(2, [1, 1, 1]), group(3, [0]), group(4, [0.2, 0.9])])
+    assert [s.group.task_id for s in scored] == [1, 4]
+    assert counts == {"groups": 4, "groups_too_small": 1, "groups_zero_variance": 1}
+
+
+def test_recorded_logprobs_are_used_only_when_they_match(tokenizer: Any) -> None:
+    ids = text_completion_ids(tokenizer, "12")
+    attempts = [
+        Attempt(1, PROMPT, "12", 1.0, token_ids=ids, token_logprobs=[-0.5] * len(ids)),
+        Attempt(2, PROMPT, "13", 0.0, token_logprobs=[-0.5]),  # one logprob for three tokens: mismatch
+        Attempt(3, PROMPT, "14", 0.0),
+    ]
+    scored, _ = grpo.score_groups([RolloutGroup(1, 0, attempts)])
+    samples, counts = grpo.to_samples(scored, tokenizer, 256)
+    assert counts == {"sequences": 3, "ratio_fallback": 2, "truncated": 0}
+    assert samples[0].old_logprobs == [-0.5] * len(ids) and samples[1].old_logprobs is None
+    assert samples[2].example.completion_ids == text_completion_ids(tokenizer, "14")
+
+
+def _samples(tokenizer: Any, advs: list[float], old_shift: float | None = None, policy: Any = None) -> list[Any]:
+    ex = _examples(tokenizer, ["12", "13", "It is 12", "I think 11"][: len(advs)])
+    out = []
+    for e, a in zip(ex, advs, strict=True):
+        old = None
+        if old_shift is not None:
+            b = collate([e], pad_id=tokenizer.pad_token_id)
+            with torch.no_grad():
+                lp = token_logprobs(policy, b)[0][b.completion_mask[0].bool()]
+            old = (lp + old_shift).tolist()
+        out.append(grpo.GrpoSample(e, a, old))
+    return out
+
+
+def test_on_policy_grpo_gradient_is_the_advantage_weighted_score_function(policy: Any, tokenizer: Any) -> None:
+    samples = _samples(tokenizer, [1.0, -1.0, 0.5, -0.5])
+    stats = grpo.grpo_loss_backward(policy, samples, micro_batch_size=4, clip_ratio=0.2, kl_coef=0.0,
+                                    pad_id=tokenizer.pad_token_id, device=CPU)
+    got = _grads(policy)
+    policy.zero_grad()
+    b = collate([s.example for s in samples], pad_id=tokenizer.pad_token_id)
+    adv = torch.tensor([s.advantage for s in samples])
+    surrogate = -(adv * masked_mean_per_row(token_logprobs(policy, b), b.completion_mask)).mean()
+    surrogate.backward()
+    for g, w in zip(got, _grads(policy), strict=True):
+        assert torch.allclose(g, w, atol=1e-6)
+    assert stats["clip_fraction"] == 0.0 and stats["mean_ratio"] == pytest.approx(1.0)
+
+
+def test_micro_batches_accumulate_to_the_full_batch_gradient(policy: Any, tokenizer: Any) -> None:
+    _perturb_adapter(policy)
+    samples = _samples(tokenizer, [1.0, -1.0, 0.5, -0.5], old_shift=0.1, policy=policy)
+    kwargs = {"clip_ratio": 0.2, "kl_coef": 0.1, "pad_id": tokenizer.pad_token_id, "device": CPU}
+    full = grpo.grpo_loss_backward(policy, samples, micro_batch_size=4, **kwargs)
+    g_full = _grads(policy)
+    policy.zero_grad()
+    micro = grpo.grpo_loss_backward(policy, samples, micro_batch_size=1, **kwargs)
+    for a, b in zip(g_full, _grads(policy), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert full["loss"] == pytest.approx(micro["loss"], rel=1e-5)
+    assert full["kl"] > 0
+
+
+def test_clipping_removes_the_gradient_only_where_the_ratio_left_the_trust_region(
+    policy: Any, tokenizer: Any
+) -> None:
+    # old = logp − 1 → ratio = e > 1.2: positive advantages are clipped (no gradient), negative ones are not.
+    pos = _samples(tokenizer, [1.0, 1.0], old_shift=-1.0, policy=policy)
+    stats = grpo.grpo_loss_backward(policy, pos, micro_batch_size=2, clip_ratio=0.2, kl_coef=0.0,
+                                    pad_id=tokenizer.pad_token_id, device=CPU)
+    assert stats["clip_fraction"] == 1.0 and stats["mean_ratio"] == pytest.approx(2.71828, rel=1e-3)
+    assert all(float(g.abs().max()) == 0.0 for g in _grads(policy))
+    policy.zero_grad()
+    neg = _samples(tokenizer, [-1.0, -1.0], old_shift=-1.0, policy=policy)
+    stats = grpo.grpo_loss_backward(policy, neg, micro_batch_size=2, clip_ratio=0.2, kl_coef=0.0,
+                                    pad_id=tokenizer.pad_token_id, device=CPU)
+    assert stats["clip_fraction"] == 0.0
+    assert any(float(g.abs().max()) > 0.0 for g in _grads(policy))
+
+
+def test_train_grpo_raises_good_and_lowers_bad_completions(policy: Any, tokenizer: Any) -> None:
+    samples = _samples(tokenizer, [1.0, -1.0])
+    ex = [s.example for s in samples]
+    before = _seq_logp(policy, ex, tokenizer.pad_token_id)
+    cfg = AgentTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=3)
+    out = grpo.train_grpo(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
+    after = _seq_logp(policy, ex, tokenizer.pad_token_id)
+    assert out["steps"] == 3 and out["tokens"] > 0 and len(out["per_step"]) == 3
+    assert after[0] > before[0] and after[1] < before[1]
+
+
+def _rwr_samples(tokenizer: Any, weights: list[float]) -> list[rwr.RwrSample]:
+    gens = [Generation(i, "s", PROMPT, text, w)
+            for i, (text, w) in enumerate(zip(["{\"a\": 3, \"b\": 4}", "{\"a\": 90, \"b\": 17}"], weights,
+                                              strict=True))]
+    samples, counts = rwr.to_samples(gens, tokenizer, 256)
+    assert counts["sequences"] == 2
+    return samples
+
+
+def test_rwr_loss_is_the_batch_normalised_weighted_nll(policy: Any, tokenizer: Any) -> None:
+    samples = _rwr_samples(tokenizer, [3.0, 1.0])
+    stats = rwr.rwr_loss_backward(policy, samples, micro_batch_size=1, kl_coef=0.0, kl_cap=10.0,
+                                  pad_id=tokenizer.pad_token_id, device=CPU)
+    g = _grads(policy)
+    policy.zero_grad()
+    b = collate([s.example for s in samples], pad_id=tokenizer.pad_token_id)
+    nll = -masked_mean_per_row(token_logprobs(policy, b), b.completion_mask)
+    want = (torch.tensor([1.5, 0.5]) * nll).mean()
+    assert stats["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
+    # Scaling every weight by the same factor changes nothing: weights are renormalised to mean 1 per batch.
+    rwr.rwr_loss_backward(policy, _rwr_samples(tokenizer, [30.0, 10.0]), micro_batch_size=2, kl_coef=0.0,
+                          kl_cap=10.0, pad_id=tokenizer.pad_token_id, device=CPU)
+    for a, c in zip(g, _grads(policy), strict=True):
+        assert torch.allclose(a, c, atol=1e-6)
+
+
+def test_rwr_raises_high_weight_generations_more(policy: Any, tokenizer: Any) -> None:
+    samples = _rwr_samples(tokenizer, [1.9, 0.1])
+    ex = [s.example for s in samples]
+    before = _seq_logp(policy, ex, tokenizer.pad_token_id)
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=3, kl_coef=0.0)
+    out = rwr.train_rwr(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
+    gain = _seq_logp(policy, ex, tokenizer.pad_token_id) - before
+    assert out["steps"] == 3 and not out["early_stopped"]
+    assert gain[0] > gain[1]
+
+
+def test_kl_cap_stops_the_step_before_its_backward(policy: Any, tokenizer: Any) -> None:
+    _perturb_adapter(policy, scale=0.2)
+    with pytest.raises(rwr.KlCapExceeded) as info:
+        rwr.rwr_loss_backward(policy, _rwr_samples(tokenizer, [1.0, 1.0]), micro_batch_size=1, kl_coef=0.1,
+                              kl_cap=1e-9, pad_id=tokenizer.pad_token_id, device=CPU)
+    assert info.value.kl > 1e-9
+    assert all(float(g.abs().max()) == 0.0 for g in _grads(policy))
+
+
+def test_train_rwr_stops_early_and_records_it(policy: Any, tokenizer: Any) -> None:
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=4, kl_cap=1e-7)
+    out = rwr.train_rwr(policy, _rwr_samples(tokenizer, [1.0, 1.0]), cfg, pad_id=tokenizer.pad_token_id,
+                        device=CPU, rng=random.Random(0))
+    # Step 0 starts at the base model (KL exactly 0); after it the policy has moved and step 1 is refused.
+    assert out["steps"] == 1 and out["early_stopped"] and out["stopped_at_step"] == 1
+    assert out["kl_at_stop"] > 1e-7 and out["planned_steps"] == 4
