@@ -140,6 +140,8 @@ async def rollout_epoch(
     *,
     request_retries: int = DEFAULT_REQUEST_RETRIES,
     publisher: AdapterPublisher | None = None,
+    write_batch: int = WRITE_BATCH,
+    write_delay_s: float = 0.0,
 ) -> RolloutEpochResult:
     """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure."""
     start = time.perf_counter()
@@ -160,9 +162,12 @@ async def rollout_epoch(
         errors += rollout.error is not None
         tokens += rollout.completion_tokens or 0
         batch.append(rollout)
-        if len(batch) >= WRITE_BATCH:
+        if len(batch) >= write_batch:
             writes.append(asyncio.create_task(asyncio.to_thread(_write, session_factory, batch)))
             batch = []
+            if write_delay_s:  # fault injection (settings.rollout.write_delay_s): lets a crash test kill mid-phase
+                await writes[-1]
+                await asyncio.sleep(write_delay_s)
             if await asyncio.to_thread(_cancelled, session_factory, run_id):
                 # Cancel stops in-flight work: drop the attempts not yet answered (what is done is kept).
                 for task in pending:

@@ -187,6 +187,23 @@ class VerifierSettings(BaseModel):
     eval_concurrency: int = Field(default=16, ge=1, description="Benchmark items in flight at once.")
 
 
+class RolloutSettings(BaseModel):
+    """How a rollout worker stores the agent's attempts."""
+
+    write_batch: int = Field(
+        default=32,
+        ge=1,
+        description="Attempts stored per database write: smaller shows progress sooner and loses less to a crash, "
+        "larger costs fewer transactions.",
+    )
+    write_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Fault injection for crash tests: sleep this long after each stored batch, so a kill lands "
+        "mid-phase. Leave 0 in production.",
+    )
+
+
 class OrchestratorSettings(BaseModel):
     """How the orchestrator advances runs."""
 
@@ -228,6 +245,7 @@ class GenEnvSettings(BaseSettings):
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     verifier: VerifierSettings = Field(default_factory=VerifierSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Largest request body an HTTP service accepts (413)."

@@ -2,8 +2,10 @@
 with exactly the counts of an uninterrupted run and no duplicate rows.
 
 Orchestrator-driven phases get a fault-injection delay (settings.orchestrator.phase_delay_s) so the kill lands
-inside the phase; worker phases (rollout, train) are long enough by themselves. One stack serves all the tests
-(each test restarts the orchestrator with its own delay), so the vLLM server and services start once.
+inside the phase. The rollout worker stores small batches with a pause after each (settings.rollout.write_batch
+and write_delay_s), so the kill lands after some attempts are stored and before all are; training is long enough
+by itself. One stack serves all the tests (each test restarts the orchestrator with its own delay), so the vLLM
+server and services start once.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def _rollouts_started(engine: Any, run_id: str) -> bool:
 def crash_stack(
     tmp_path_factory: pytest.TempPathFactory, e2e_db: str, vllm_url: str, model_dir: Path, benchmarks_dir: Path
 ) -> Iterator[DevStack]:
-    st = build_stack(tmp_path_factory.mktemp("crash"), e2e_db, vllm_url, model_dir, benchmarks_dir, {})
+    slow_rollout = {"GENENV_ROLLOUT__WRITE_BATCH": "2", "GENENV_ROLLOUT__WRITE_DELAY_S": "1.5"}
+    st = build_stack(tmp_path_factory.mktemp("crash"), e2e_db, vllm_url, model_dir, benchmarks_dir, slow_rollout)
     try:
         st.start_all()
         yield st
@@ -82,8 +85,10 @@ def crash_stack(
 @pytest.mark.parametrize("phase", list(VICTIM))
 def test_kill_mid_phase_then_resume(phase: str, crash_stack: DevStack, e2e_db: str) -> None:
     stack, victim = crash_stack, VICTIM[phase]
-    # Only the orchestrator reads the fault-injection delay: restart it with this test's value.
-    stack.env["GENENV_ORCHESTRATOR__PHASE_DELAY_S"] = f'{{"{phase}": 8}}' if victim == "orchestrator" else "{}"
+    # Only the orchestrator reads the fault-injection delay: restart it with this test's value. Generate gets a short
+    # one too: four short tasks can be written faster than this test polls, and the kill must land in the phase.
+    delay = {"orchestrator": 8, "simulator": 3}.get(victim)
+    stack.env["GENENV_ORCHESTRATOR__PHASE_DELAY_S"] = f'{{"{phase}": {delay}}}' if delay else "{}"
     stack.kill("orchestrator")
     stack.restart("orchestrator")
     engine = create_engine(e2e_db)
@@ -104,6 +109,9 @@ def test_kill_mid_phase_then_resume(phase: str, crash_stack: DevStack, e2e_db: s
                     break
                 assert current != "closed", f"run passed {phase} before the kill"
                 time.sleep(0.2)
+            if phase == "rollout":  # the kill must land mid-phase: some attempts stored, not all
+                stored = counts(engine, run_id, 0)
+                assert 0 < stored["rollouts"] < stored["valid"] * G, stored
             stack.kill(victim)
             time.sleep(1.0)
             stack.restart(victim)
