@@ -7,7 +7,6 @@ python deploy/scripts/gen_config_reference.py --check  # exit 1 when the file is
 
 from __future__ import annotations
 
-import argparse
 import enum
 import json
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import annotated_types as at
+from generated_file import generator_main  # deploy/scripts/, beside this script
 from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
@@ -307,20 +307,10 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the file, or with --check report whether it is current."""
-    parser = argparse.ArgumentParser(description="Generate docs/configuration.md from RunConfig and GenEnvSettings.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from the generated text")
-    parser.add_argument("--output", type=Path, default=TARGET, help="file to write or check")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is out of date: run python deploy/scripts/gen_config_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    print(f"wrote {args.output} ({len(run_config_paths())} run-config fields, {len(setting_env_names())} settings)")
-    return 0
+    return generator_main(
+        argv, what="docs/configuration.md from RunConfig and GenEnvSettings",
+        target=TARGET, script="deploy/scripts/gen_config_reference.py", render=render,
+        summary=f"{len(run_config_paths())} run-config fields, {len(setting_env_names())} settings")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ python deploy/scripts/gen_env_example.py --check  # exit 1 when the file is out 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import typing
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generated_file import generator_main  # deploy/scripts/, beside this script
 from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
@@ -110,20 +110,10 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the file, or with --check report whether it is current."""
-    parser = argparse.ArgumentParser(description="Generate deploy/.env.example from GenEnvSettings.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from the generated text")
-    parser.add_argument("--output", type=Path, default=TARGET, help="file to write or check")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is out of date: run python deploy/scripts/gen_env_example.py", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    print(f"wrote {args.output} ({sum(1 for _ in iter_settings())} settings)")
-    return 0
+    return generator_main(
+        argv, what="deploy/.env.example from GenEnvSettings",
+        target=TARGET, script="deploy/scripts/gen_env_example.py", render=render,
+        summary=f"{sum(1 for _ in iter_settings())} settings")
 
 
 if __name__ == "__main__":

@@ -146,7 +146,8 @@ def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSetting
     if result.model is None:
         _finish(session_factory, job, token, JobStatus.SKIPPED, metrics=metrics)
         return
-    path = save_adapter(result.model, settings.paths.adapter_store.resolve(), job.run_id, role, version)
+    path = save_adapter(result.model, settings.paths.adapter_store.resolve(), job.run_id, role, version,
+                        result.optimizer)
     metrics["adapter_path"] = str(path)
 
     def record(s: Session) -> None:

@@ -28,6 +28,28 @@ FAST_RECOVERY = {
 }
 
 
+SEEDS, N, G = 2, 2, 4
+
+
+def tiny_config(name: str, epochs: int) -> dict[str, Any]:
+    """The run both e2e tests start: arithmetic, tiny batches, short answers."""
+    return {
+        "name": name,
+        "mode": "genenv",
+        "domain": "arithmetic",
+        "epochs": epochs,
+        "seeds_per_epoch": SEEDS,
+        "variations_per_seed": N,
+        "rollouts_per_task": G,
+        "max_response_tokens": 16,
+        "max_task_tokens": 96,
+        # A band as wide as [0, 1] so every scored seed batch trains the simulator in these short runs.
+        "curriculum": {"k_min": 0.5},
+        "agent": {"batch_size": 8, "micro_batch_size": 8},
+        "simulator": {"batch_size": 4, "micro_batch_size": 4},
+    }
+
+
 def build_stack(
     tmp: Path, db_url: str, vllm_url: str, model_dir: Path, benchmarks_dir: Path, extra: dict[str, str]
 ) -> DevStack:

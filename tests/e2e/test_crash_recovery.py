@@ -21,25 +21,11 @@ from sqlalchemy import create_engine, func, select
 
 from genenv.db.models import AdapterRow, CurriculumScoreRow, EpochRow, RolloutRow, TaskRow, TrainJobRow, VerdictRow
 from genenv.devstack import DevStack
-from tests.e2e.helpers import TOKEN, build_stack, counts, wait_status
+from tests.e2e.helpers import SEEDS, TOKEN, G, N, build_stack, counts, tiny_config, wait_status
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
 
-SEEDS, N, G = 2, 2, 4
-CONFIG: dict[str, Any] = {
-    "name": "crash",
-    "mode": "genenv",
-    "domain": "arithmetic",
-    "epochs": 1,
-    "seeds_per_epoch": SEEDS,
-    "variations_per_seed": N,
-    "rollouts_per_task": G,
-    "max_response_tokens": 16,
-    "max_task_tokens": 96,
-    "curriculum": {"k_min": 0.5},
-    "agent": {"batch_size": 8, "micro_batch_size": 8},
-    "simulator": {"batch_size": 4, "micro_batch_size": 4},
-}
+CONFIG = tiny_config("crash", epochs=1)
 
 # phase -> the process doing it
 VICTIM = {

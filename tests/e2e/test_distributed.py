@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -14,26 +13,11 @@ from sqlalchemy import create_engine, func, select
 from genenv.contracts.adapters import adapter_name
 from genenv.db.models import AdapterRow, EpochRow, TaskRow
 from genenv.devstack import DevStack
-from tests.e2e.helpers import api, build_stack, counts, wait_status
+from tests.e2e.helpers import SEEDS, G, N, api, build_stack, counts, tiny_config, wait_status
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
 
-SEEDS, N, G = 2, 2, 4
-CONFIG: dict[str, Any] = {
-    "name": "e2e",
-    "mode": "genenv",
-    "domain": "arithmetic",
-    "epochs": 2,
-    "seeds_per_epoch": SEEDS,
-    "variations_per_seed": N,
-    "rollouts_per_task": G,
-    "max_response_tokens": 16,
-    "max_task_tokens": 96,
-    # A band as wide as [0, 1] so every scored seed batch trains the simulator in this short test.
-    "curriculum": {"k_min": 0.5},
-    "agent": {"batch_size": 8, "micro_batch_size": 8},
-    "simulator": {"batch_size": 4, "micro_batch_size": 4},
-}
+CONFIG = tiny_config("e2e", epochs=2)
 
 
 @pytest.fixture(scope="module")

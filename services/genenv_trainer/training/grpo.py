@@ -166,11 +166,13 @@ def train_grpo(
     device: torch.device,
     rng: random.Random,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> dict[str, Any]:
     """``cfg.steps_per_epoch`` AdamW steps of ``cfg.batch_size`` sequences (gradient accumulation over
     ``cfg.micro_batch_size``); returns per-step and summary metrics."""
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    # The runner passes the optimiser resumed from the parent version (training/optim.py); fresh otherwise.
+    optimizer = optimizer or torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
     clock = Stopwatch()
     steps: list[dict[str, float]] = []
     for i, batch in enumerate(step_batches(samples, batch_size=cfg.batch_size, steps=cfg.steps_per_epoch, rng=rng)):

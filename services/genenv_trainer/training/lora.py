@@ -12,6 +12,7 @@ import torch
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.runs import LoraConfig
+from genenv_trainer.training.optim import save_state
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -74,7 +75,9 @@ def adapter_dir(store: Path, run_id: str, role: Role, version: int) -> Path:
     return store / run_id / role.value / f"v{version}"
 
 
-def save_adapter(model: Any, store: Path, run_id: str, role: Role, version: int) -> Path:
+def save_adapter(
+    model: Any, store: Path, run_id: str, role: Role, version: int, optimizer: torch.optim.Optimizer | None = None
+) -> Path:
     """Write the adapter to a temporary sibling, then rename it into place: readers never see half a version.
 
     A directory already at the target is the leftover of an attempt that died before its database row was
@@ -84,6 +87,8 @@ def save_adapter(model: Any, store: Path, run_id: str, role: Role, version: int)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
     model.save_pretrained(str(tmp))
+    if optimizer is not None:
+        save_state(optimizer, tmp)  # inside the same rename: a version never exists without its optimiser state
     if final.exists():
         shutil.rmtree(final)
     os.rename(tmp, final)

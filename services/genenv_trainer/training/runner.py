@@ -17,16 +17,19 @@ from genenv_trainer.records import Generation, RolloutGroup
 from genenv_trainer.training import grpo, rwr
 from genenv_trainer.training.lora import load_policy, load_tokenizer, resolve_device
 from genenv_trainer.training.ops import peak_memory
+from genenv_trainer.training.optim import adamw
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
 
 @dataclass
 class TrainResult:
-    """The trained model (None when there was nothing to train on or no step was taken) and its metrics."""
+    """The trained model (None when there was nothing to train on or no step was taken), its metrics, and the
+    optimiser to save with it so that the next version resumes it."""
 
     model: Any | None
     metrics: dict[str, Any]
+    optimizer: torch.optim.Optimizer | None = None
 
 
 def _setup(trainer: TrainerSettings, seed: int) -> torch.device:
@@ -69,10 +72,12 @@ def train_agent(
     tokenizer = load_tokenizer(model_path)
     samples, sample_counts = grpo.to_samples([*picked_fresh, *picked_replay], tokenizer, cfg.max_seq_len)
     model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
+    optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
     with peak_memory(device) as peak:
         result = grpo.train_grpo(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
-                                 on_step=on_step)
-    return TrainResult(model, {**metrics, **sample_counts, **result, **_env(device, trainer, peak)})
+                                 on_step=on_step, optimizer=optimizer)
+    return TrainResult(model, {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)},
+                       optimizer)
 
 
 def train_simulator(
@@ -102,13 +107,14 @@ def train_simulator(
     tokenizer = load_tokenizer(model_path)
     samples, sample_counts = rwr.to_samples(generations, tokenizer, cfg.max_seq_len)
     model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
+    optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
     with peak_memory(device) as peak:
         result = rwr.train_rwr(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
-                               on_step=on_step)
-    metrics = {**metrics, **sample_counts, **result, **_env(device, trainer, peak)}
+                               on_step=on_step, optimizer=optimizer)
+    metrics = {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)}
     if result["steps"] == 0:
         return TrainResult(None, {**metrics, "reason": "kl_cap exceeded before the first step"})
-    return TrainResult(model, metrics)
+    return TrainResult(model, metrics, optimizer)
 
 
 def _env(device: torch.device, trainer: TrainerSettings, peak: Any) -> dict[str, Any]:

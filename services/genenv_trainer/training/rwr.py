@@ -111,6 +111,7 @@ def train_rwr(
     device: torch.device,
     rng: random.Random,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> dict[str, Any]:
     """Up to ``cfg.steps_per_epoch`` AdamW steps; stops early (and records it) when the KL cap is exceeded.
 
@@ -118,7 +119,8 @@ def train_rwr(
     already taken; the offending step is abandoned, its partial gradient discarded.
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    # The runner passes the optimiser resumed from the parent version (training/optim.py); fresh otherwise.
+    optimizer = optimizer or torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
     clock = Stopwatch()
     steps: list[dict[str, float]] = []
     stop: dict[str, Any] = {"early_stopped": False, "kl_at_stop": None, "stopped_at_step": None}

@@ -36,6 +36,7 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     assert {"loss", "kl", "clip_fraction", "seconds_per_step"} <= set(m)
     path = tmp_path / run / "agent" / "v1"
     assert (path / "adapter_config.json").exists() and (path / "adapter_model.safetensors").exists()
+    assert (path / "optimizer.pt").exists() and m["optimizer_resumed"] is False
     assert adapters_of(sessions, run) == [("agent", 1, None)]
 
     again = run_train_job(sessions, settings, job_id)  # the same job delivered twice
@@ -47,6 +48,8 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     agent_epoch(sessions, run_config(tiny_model_dir), epoch=1, run=run)
     nxt = run_train_job(sessions, settings, job(sessions, run, 1, JobKind.TRAIN_AGENT))
     assert nxt.job.adapter_version == 2 and nxt.job.metrics["parent_version"] == 1
+    # ... and its AdamW state: v1 took 2 steps, so v2's optimiser starts at step 2, not from scratch.
+    assert nxt.job.metrics["optimizer_resumed"] is True and nxt.job.metrics["optimizer_prior_steps"] == 2
     assert adapters_of(sessions, run) == [("agent", 1, None), ("agent", 2, 1)]
 
 
