@@ -14,8 +14,13 @@ def _f(value: float | None, digits: int = 2) -> str:
 def epoch_table(
     epochs: list[Epoch], *, title: str = "Epochs", alpha: float | None = None, k_min: float = 0.1
 ) -> Table:
-    """One row per epoch: p̂ (green inside α ± k_min), in-band share, lengths, solved/unsolved, adapters, time."""
-    table = Table(title=title, header_style="bold")
+    """One row per epoch: p̂ (green inside α ± k_min), in-band share, lengths, solved/unsolved, adapters, time.
+
+    The caption says why a role was not trained in an epoch (no in-band seed batch, the KL cap, …): an adapter
+    version that stops rising is the first thing a user asks about.
+    """
+    table = Table(title=title, header_style="bold", caption="\n".join(untrained_notes(epochs)) or None,
+                  caption_justify="left")
     for col in ("epoch", "phase", "p̂", "in-band", "tasks ok/rej", "solved/unsolved", "prompt tok",
                 "response tok", "agent v", "sim v", "seconds"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -41,3 +46,17 @@ def epoch_table(
             f"{sum(s.phase_seconds.values()):.0f}",
         )
     return table
+
+
+def untrained_notes(epochs: list[Epoch], last: int = 6) -> list[str]:
+    """One line per (epoch, role) whose training job wrote no adapter, with the job's reason; the last few only."""
+    notes = []
+    for e in epochs:
+        for kind, metrics in sorted((e.summary.train_metrics if e.summary else {}).items()):
+            reason = metrics.get("reason")
+            if not reason:
+                continue
+            kl = metrics.get("kl_at_stop")
+            detail = f" (KL {kl:.3f})" if isinstance(kl, int | float) else ""
+            notes.append(f"epoch {e.index}: {kind.removeprefix('train_')} not trained: {reason}{detail}")
+    return notes[-last:]

@@ -1,0 +1,49 @@
+"""The epoch table users watch: rows per epoch, and a caption saying why a role was not trained."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from rich.console import Console
+
+from genenv.cli.render import epoch_table, untrained_notes
+from genenv.contracts.epochs import Epoch, EpochPhase, EpochSummary
+
+
+def _epoch(index: int, train_metrics: dict[str, dict[str, object]], p_hat: float = 0.3) -> Epoch:
+    summary = EpochSummary(p_hat=p_hat, tasks_valid=4, agent_adapter_version=index + 1, train_metrics=train_metrics)
+    return Epoch(run_id="r", index=index, phase=EpochPhase.CLOSED, summary=summary, started_at=datetime.now(UTC))
+
+
+def _text(epochs: list[Epoch]) -> str:
+    console = Console(width=200, record=True)
+    console.print(epoch_table(epochs, alpha=0.5, k_min=0.1))
+    return console.export_text()
+
+
+def test_skipped_training_is_explained_under_the_table() -> None:
+    epochs = [
+        _epoch(0, {"train_agent": {"steps": 1}, "train_simulator": {"steps": 0, "reason": "no in-band generation"}}),
+        _epoch(1, {"train_agent": {"steps": 1}, "train_simulator": {"steps": 1}}),
+        _epoch(2, {"train_simulator": {"steps": 0, "reason": "kl_cap exceeded before the first step",
+                                       "kl_at_stop": 0.6172}}),
+    ]
+    assert untrained_notes(epochs) == [
+        "epoch 0: simulator not trained: no in-band generation",
+        "epoch 2: simulator not trained: kl_cap exceeded before the first step (KL 0.617)",
+    ]
+    text = _text(epochs)
+    assert "epoch 2: simulator not trained: kl_cap exceeded" in text
+    assert text.count("not trained") == 2
+
+
+def test_no_caption_when_every_role_trained() -> None:
+    epochs = [_epoch(0, {"train_agent": {"steps": 1}, "train_simulator": {"steps": 1}})]
+    assert untrained_notes(epochs) == []
+    assert "not trained" not in _text(epochs)
+
+
+def test_only_the_last_notes_are_kept() -> None:
+    epochs = [_epoch(i, {"train_agent": {"reason": "no group with reward variance"}}) for i in range(10)]
+    notes = untrained_notes(epochs, last=3)
+    assert [n.split(":")[0] for n in notes] == ["epoch 7", "epoch 8", "epoch 9"]
