@@ -31,21 +31,22 @@ FAST_RECOVERY = {
 SEEDS, N, G = 2, 2, 4
 
 
-def tiny_config(name: str, epochs: int) -> dict[str, Any]:
-    """The run both e2e tests start: arithmetic, tiny batches, short answers."""
+def tiny_config(name: str, epochs: int, *, seeds: int = SEEDS, rollouts: int = G,
+                replay_ratio: float = 0.0, agent_batch: int = 8) -> dict[str, Any]:
+    """The run the e2e tests start: arithmetic, tiny batches, short answers."""
     return {
         "name": name,
         "mode": "genenv",
         "domain": "arithmetic",
         "epochs": epochs,
-        "seeds_per_epoch": SEEDS,
+        "seeds_per_epoch": seeds,
         "variations_per_seed": N,
-        "rollouts_per_task": G,
+        "rollouts_per_task": rollouts,
         "max_response_tokens": 16,
         "max_task_tokens": 96,
         # A band as wide as [0, 1] so every scored seed batch trains the simulator in these short runs.
-        "curriculum": {"k_min": 0.5},
-        "agent": {"batch_size": 8, "micro_batch_size": 8},
+        "curriculum": {"k_min": 0.5, "replay_ratio": replay_ratio},
+        "agent": {"batch_size": agent_batch, "micro_batch_size": 8},
         "simulator": {"batch_size": 4, "micro_batch_size": 4},
     }
 
@@ -99,6 +100,10 @@ def counts(engine: Engine, run_id: str, epoch: int) -> dict[str, int]:
             "rollouts": c.scalar(select(func.count(RolloutRow.id)).join(TaskRow).where(in_epoch)) or 0,
             "verdicts": c.scalar(select(func.count(VerdictRow.id)).join(RolloutRow).join(TaskRow).where(in_epoch))
             or 0,
+            # Seed batches with at least one valid task: only those have a p̂, hence a curriculum score (a batch
+            # whose every generation was rejected is not scored; which ones are depends on what the model wrote).
+            "scorable_seeds": c.scalar(select(func.count(func.distinct(TaskRow.seed_id))).where(
+                in_epoch, TaskRow.status == "valid")) or 0,
             "scores": c.scalar(select(func.count()).select_from(CurriculumScoreRow).where(
                 CurriculumScoreRow.run_id == run_id, CurriculumScoreRow.epoch == epoch)) or 0,
         }

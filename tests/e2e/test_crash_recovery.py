@@ -107,7 +107,7 @@ def test_kill_mid_phase_then_resume(phase: str, crash_stack: DevStack, e2e_db: s
         assert c["tasks"] == SEEDS * N
         assert c["rollouts"] == c["valid"] * G
         assert c["verdicts"] == c["rollouts"]
-        assert c["scores"] == SEEDS
+        assert c["scores"] == c["scorable_seeds"] > 0
         with engine.connect() as conn:
             per_attempt = conn.execute(select(func.count()).select_from(RolloutRow).join(TaskRow)
                                        .where(TaskRow.run_id == run_id)

@@ -13,11 +13,15 @@ from sqlalchemy import create_engine, func, select
 from genenv.contracts.adapters import adapter_name
 from genenv.db.models import AdapterRow, EpochRow, TaskRow
 from genenv.devstack import DevStack
-from tests.e2e.helpers import SEEDS, G, N, api, build_stack, counts, tiny_config, wait_status
+from tests.e2e.helpers import N, api, build_stack, counts, tiny_config, wait_status
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
 
-CONFIG = tiny_config("e2e", epochs=2)
+# The agent trains only on groups with reward variance (GRPO). The 135M model fails most arithmetic tasks, so with
+# few attempts an epoch can end with none; 3 seeds × 8 attempts, and a batch of 16 of which half may be replayed
+# epoch-0 groups, make a new agent version in each of the two epochs all but certain, as this test requires.
+SEEDS_E2E, G_E2E = 3, 8
+CONFIG = tiny_config("e2e", epochs=2, seeds=SEEDS_E2E, rollouts=G_E2E, replay_ratio=0.5, agent_batch=16)
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +50,10 @@ def test_genenv_two_epochs_distributed(stack: DevStack, e2e_db: str) -> None:
         assert [e["index"] for e in epochs] == [0, 1]
         for e in epochs:
             c = counts(engine, run_id, e["index"])
-            assert c["tasks"] == SEEDS * N
-            assert c["rollouts"] == c["valid"] * G
+            assert c["tasks"] == SEEDS_E2E * N
+            assert c["rollouts"] == c["valid"] * G_E2E
             assert c["verdicts"] == c["rollouts"]
-            assert c["scores"] == SEEDS
+            assert c["scores"] == c["scorable_seeds"] > 0
             s = e["summary"]
             assert e["phase"] == "closed"
             assert s["rollouts"] == c["rollouts"] and s["tasks_valid"] == c["valid"]
