@@ -6,7 +6,8 @@ batch sizes, then prints, per epoch, the agent's success rate p̂ on the generat
 share of seed batches inside the band, and the genenv / random_simulator ratios over the epochs in which a trained
 simulator could have written the tasks (epoch ≥ 1). Both modes train the agent, so the difference is the simulator's.
 
-    python bench/curriculum_effect.py [--epochs 4] [--seeds 6] [--variations 4] [--rollouts 6] [--out DIR]
+    python bench/curriculum_effect.py [--epochs 4] [--seeds 6] [--variations 4] [--rollouts 6] [--k-min 0.25]
+                                      [--out DIR]
 
 At this scale (a 135M model on CPU, a few dozen tasks per epoch) one run is noisy; the table reports what was
 measured, nothing more.
@@ -37,7 +38,7 @@ def run_mode(mode: str, home: Path, args: argparse.Namespace) -> float:
     """One quickstart run in its own process; returns its wall time in seconds."""
     cmd = [sys.executable, "-m", "genenv.cli.main", "quickstart", "--mode", mode, "--home", str(home),
            "--epochs", str(args.epochs), "--seeds", str(args.seeds), "--variations", str(args.variations),
-           "--rollouts", str(args.rollouts), "--backend", args.backend]
+           "--rollouts", str(args.rollouts), "--k-min", str(args.k_min), "--backend", args.backend]
     started = time.monotonic()
     subprocess.run(cmd, check=True)
     return time.monotonic() - started
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=6, help="seeds per epoch")
     parser.add_argument("--variations", type=int, default=4, help="tasks per seed (n)")
     parser.add_argument("--rollouts", type=int, default=6, help="attempts per task (G)")
+    parser.add_argument("--k-min", type=float, default=0.25, help="band half-width (the quickstart's default)")
     parser.add_argument("--backend", default="auto", help="quickstart backend: auto | vllm | local")
     parser.add_argument("--out", type=Path, default=None, help="folder for both runs (default: a temp folder)")
     args = parser.parse_args(argv)
