@@ -51,6 +51,10 @@ def load_policy(
     from peft import PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from transformers.utils import logging as hf_logging
+
+    # Each job loads the model once: a per-tensor "Loading weights" bar only clutters the quickstart and worker logs.
+    hf_logging.disable_progress_bar()
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=_DTYPES[dtype], device_map=device)
     base.config.use_cache = False
     if parent is not None:
