@@ -50,7 +50,6 @@ def load_policy(
     from peft import LoraConfig as PeftLoraConfig
     from peft import PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
-
     from transformers.utils import logging as hf_logging
 
     # Each job loads the model once: a per-tensor "Loading weights" bar only clutters the quickstart and worker logs.
