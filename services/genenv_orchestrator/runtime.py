@@ -109,8 +109,7 @@ async def embedded_stack(settings: GenEnvSettings) -> AsyncIterator[EmbeddedStac
 
     async def _rollout(run_id: str, epoch: int) -> None:
         # The publisher re-loads the agent adapter into a fresh backend (a resumed run after a crash).
-        await rollout_epoch(sessions, agent, run_id, epoch, publisher=publisher,
-                            write_batch=settings.rollout.write_batch, write_delay_s=settings.rollout.write_delay_s)
+        await rollout_epoch(sessions, agent, run_id, epoch, publisher=publisher, storage=settings.rollout)
 
     ctx = OrchestratorContext(
         settings=settings,

@@ -21,10 +21,8 @@ async def _run(settings: GenEnvSettings, db: ProcessDatabase, run_id: str, epoch
     servers = build_adapter_servers(settings, {Role.AGENT: backend})
     publisher = AdapterPublisher(db.sessions(), servers, settings.inference.keep_adapter_versions)
     try:
-        result = await rollout_epoch(
-            db.sessions(), backend, run_id, epoch, publisher=publisher,
-            write_batch=settings.rollout.write_batch, write_delay_s=settings.rollout.write_delay_s,
-        )
+        result = await rollout_epoch(db.sessions(), backend, run_id, epoch, publisher=publisher,
+                                     storage=settings.rollout)
     finally:
         await backend.aclose()
         for server in set(servers.values()):

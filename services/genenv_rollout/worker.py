@@ -27,10 +27,10 @@ from genenv.db.repositories.rollouts import NewRollout
 from genenv.domains import get_domain
 from genenv.inference.base import InferenceBackend
 from genenv.inference.publisher import AdapterPublisher
+from genenv.settings import RolloutSettings
 
 DEFAULT_REQUEST_RETRIES = 2
 RETRY_BACKOFF_S = 0.5
-WRITE_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,11 @@ async def rollout_epoch(
     *,
     request_retries: int = DEFAULT_REQUEST_RETRIES,
     publisher: AdapterPublisher | None = None,
-    write_batch: int = WRITE_BATCH,
-    write_delay_s: float = 0.0,
+    storage: RolloutSettings | None = None,
 ) -> RolloutEpochResult:
     """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure."""
     start = time.perf_counter()
+    storage = storage or RolloutSettings()
     if publisher is not None:
         # A restarted server has forgotten the agent adapter; without this every attempt would be stored as an
         # error (and, being stored, never retried). A failed publish raises: the job fails and is redelivered.
@@ -162,12 +162,12 @@ async def rollout_epoch(
         errors += rollout.error is not None
         tokens += rollout.completion_tokens or 0
         batch.append(rollout)
-        if len(batch) >= write_batch:
+        if len(batch) >= storage.write_batch:
             writes.append(asyncio.create_task(asyncio.to_thread(_write, session_factory, batch)))
             batch = []
-            if write_delay_s:  # fault injection (settings.rollout.write_delay_s): lets a crash test kill mid-phase
+            if storage.write_delay_s:  # fault injection: lets a crash test kill the worker mid-phase
                 await writes[-1]
-                await asyncio.sleep(write_delay_s)
+                await asyncio.sleep(storage.write_delay_s)
             if await asyncio.to_thread(_cancelled, session_factory, run_id):
                 # Cancel stops in-flight work: drop the attempts not yet answered (what is done is kept).
                 for task in pending:

@@ -34,6 +34,7 @@ from genenv_trainer.training.ops import (
     summarise,
     token_logprobs,
 )
+from genenv_trainer.training.optim import adamw
 
 # Added to the group std: keeps advantages finite for nearly-equal rewards (zero std is skipped outright).
 ADVANTAGE_EPS = 1e-4
@@ -171,8 +172,8 @@ def train_grpo(
     """``cfg.steps_per_epoch`` AdamW steps of ``cfg.batch_size`` sequences (gradient accumulation over
     ``cfg.micro_batch_size``); returns per-step and summary metrics."""
     params = [p for p in model.parameters() if p.requires_grad]
-    # The runner passes the optimiser resumed from the parent version (training/optim.py); fresh otherwise.
-    optimizer = optimizer or torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
+    optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
     clock = Stopwatch()
     steps: list[dict[str, float]] = []
     for i, batch in enumerate(step_batches(samples, batch_size=cfg.batch_size, steps=cfg.steps_per_epoch, rng=rng)):

@@ -32,6 +32,7 @@ from genenv_trainer.training.ops import (
     summarise,
     token_logprobs,
 )
+from genenv_trainer.training.optim import adamw
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,8 @@ def train_rwr(
     already taken; the offending step is abandoned, its partial gradient discarded.
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    # The runner passes the optimiser resumed from the parent version (training/optim.py); fresh otherwise.
-    optimizer = optimizer or torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
+    optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
     clock = Stopwatch()
     steps: list[dict[str, float]] = []
     stop: dict[str, Any] = {"early_stopped": False, "kl_at_stop": None, "stopped_at_step": None}
