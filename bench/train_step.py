@@ -56,12 +56,12 @@ def measure(role: str, model: Path, threads: int, steps: int, store: Path) -> di
     with peak_memory(device) as peak:
         if role == "agent":
             samples = [grpo.GrpoSample(e, 1.0 if i % 2 else -1.0, None) for i, e in enumerate(examples)]
-            cfg = AgentTrainConfig(learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH, steps_per_epoch=steps)
+            cfg = AgentTrainConfig(learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH, max_steps_per_epoch=steps)
             out = grpo.train_grpo(policy, samples, cfg, pad_id=tok.pad_token_id, device=device, rng=rng)
         else:
             rsamples = [rwr.RwrSample(e, 1.5 if i % 2 else 0.5) for i, e in enumerate(examples)]
             scfg = SimulatorTrainConfig(
-                learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH, steps_per_epoch=steps, kl_cap=1e9
+                learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH, max_steps_per_epoch=steps, kl_cap=1e9
             )
             out = rwr.train_rwr(policy, rsamples, scfg, pad_id=tok.pad_token_id, device=device, rng=rng)
     path = save_adapter(policy, store, "bench", Role(role), 1)

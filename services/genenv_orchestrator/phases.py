@@ -153,10 +153,12 @@ async def _watch_job(
 
 
 def _verdict_row(rollout_id: int, v: Verdict) -> VerdictRow:
+    # A valid row with an error kind is a reply that did not parse (score 0); an invalid row's kind says why.
+    err = v.error or v.form_error
     return VerdictRow(
         rollout_id=rollout_id, valid=v.valid, score=v.score, success=v.success,
-        error_kind=None if v.error is None else v.error.kind.value,
-        error_message=None if v.error is None else v.error.message, details=v.details,
+        error_kind=None if err is None else err.kind.value,
+        error_message=None if err is None else err.message, details=v.details,
     )
 
 

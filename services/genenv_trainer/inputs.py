@@ -73,16 +73,24 @@ def has_scores(session: Session, run_id: str, epoch: int) -> bool:
                                                      CurriculumScoreRow.epoch == epoch))))
 
 
-def in_band_generations(session: Session, run_id: str, epoch: int) -> list[Generation]:
-    """Valid tasks of the epoch whose seed batch is in band, each with its batch's RWR weight."""
+def pool_generations(
+    session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0
+) -> list[Generation]:
+    """The simulator pool D_env at ``epoch``: valid tasks of this and earlier epochs whose seed batch was in band,
+    each with its own batch's RWR weight (paper Algorithm 1). Newest first, at most ``max_size``; with
+    ``recent_epochs`` > 0 only that many most recent epochs."""
+    first = epoch - recent_epochs + 1 if recent_epochs > 0 else 0
     rows = session.execute(
-        select(TaskRow.id, TaskRow.seed_id, TaskRow.prompt_messages, TaskRow.raw_text, CurriculumScoreRow.weight)
+        select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text,
+               CurriculumScoreRow.weight)
         .join(CurriculumScoreRow, and_(CurriculumScoreRow.run_id == TaskRow.run_id,
                                        CurriculumScoreRow.epoch == TaskRow.epoch,
                                        CurriculumScoreRow.seed_id == TaskRow.seed_id))
-        .where(TaskRow.run_id == run_id, TaskRow.epoch == epoch, TaskRow.status == TaskStatus.VALID.value,
-               CurriculumScoreRow.in_band.is_(True), CurriculumScoreRow.weight.is_not(None), TaskRow.raw_text != "")
-        .order_by(TaskRow.id)
+        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first,
+               TaskRow.status == TaskStatus.VALID.value, CurriculumScoreRow.in_band.is_(True),
+               CurriculumScoreRow.weight.is_not(None), TaskRow.raw_text != "")
+        .order_by(TaskRow.epoch.desc(), TaskRow.id)
+        .limit(max_size)
     )
     return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
-                       weight=r.weight) for r in rows]
+                       weight=r.weight, epoch=r.epoch) for r in rows]

@@ -111,7 +111,7 @@ def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSetting
         seed = (config.random_seed * 1_000_003 + job.epoch) * 2 + (role is Role.SIMULATOR)
         if role is Role.AGENT:
             fresh = inputs.fresh_groups(s, job.run_id, job.epoch)
-            budget = config.agent.batch_size * config.agent.steps_per_epoch
+            budget = config.agent.batch_size * config.agent.max_steps_per_epoch
             # A group holds ≥ 2 sequences, so this many groups always covers the replay share of the budget.
             replay = inputs.replay_groups(s, job.run_id, job.epoch, rng=random.Random(seed),
                                           max_groups=math.floor(budget * config.curriculum.replay_ratio))
@@ -122,7 +122,8 @@ def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSetting
         else:
             if not inputs.has_scores(s, job.run_id, job.epoch):
                 scores.score_epoch(s, job.run_id, job.epoch)
-            generations = inputs.in_band_generations(s, job.run_id, job.epoch)
+            generations = inputs.pool_generations(s, job.run_id, job.epoch, max_size=config.simulator.pool_max_size,
+                                                  recent_epochs=config.simulator.pool_recent_epochs)
 
     def on_step(step: int, stats: dict[str, float]) -> None:
         with session_scope(session_factory) as hb:
@@ -140,7 +141,7 @@ def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSetting
     if role is Role.AGENT:
         result = runner.train_agent(fresh=fresh, replay=replay, **common)
     else:
-        result = runner.train_simulator(generations=generations, **common)
+        result = runner.train_simulator(generations=generations, epoch=job.epoch, **common)
     metrics = _json_safe({**result.metrics, "parent_version": parent_version, "epoch": job.epoch})
 
     if result.model is None:

@@ -31,10 +31,11 @@ class RolloutGroup:
 
 @dataclass(frozen=True)
 class Generation:
-    """One valid task the simulator wrote for an in-band seed batch, with the batch's RWR weight."""
+    """One valid task the simulator wrote for an in-band seed batch, with the batch's RWR weight and its epoch."""
 
     task_id: int
     seed_id: str
     prompt_messages: ChatMessages
     raw_text: str
     weight: float
+    epoch: int = 0

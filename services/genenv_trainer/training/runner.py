@@ -50,17 +50,19 @@ def train_agent(
     seed: int,
     on_step: StepCallback | None = None,
 ) -> TrainResult:
-    """GRPO on the epoch's groups (plus replayed groups of earlier epochs, up to curriculum.replay_ratio)."""
+    """GRPO on the epoch's groups plus replayed groups of earlier epochs (up to curriculum.replay_ratio)."""
     cfg = config.agent
     scored_fresh, counts = grpo.score_groups(fresh)
     scored_replay, replay_counts = grpo.score_groups(replay)
     rng = random.Random(seed)
     picked_fresh, picked_replay = select_agent_batch(
-        scored_fresh, scored_replay, budget=cfg.batch_size * cfg.steps_per_epoch,
+        scored_fresh, scored_replay, budget=cfg.batch_size * cfg.max_steps_per_epoch,
         replay_ratio=config.curriculum.replay_ratio, size=lambda g: g.size, rng=rng,
     )
     metrics: dict[str, Any] = {
         **counts,
+        # Share of the epoch's groups that carry a GRPO signal (some attempts right, some wrong).
+        "groups_with_variance": len(scored_fresh),
         "replay_candidates": len(scored_replay),
         "replay_groups_zero_variance": replay_counts["groups_zero_variance"],
         "fresh_groups_used": len(picked_fresh),
@@ -70,14 +72,21 @@ def train_agent(
         return TrainResult(None, {**metrics, "steps": 0, "reason": "no group with reward variance"})
     device = _setup(trainer, seed)
     tokenizer = load_tokenizer(model_path)
-    samples, sample_counts = grpo.to_samples([*picked_fresh, *picked_replay], tokenizer, cfg.max_seq_len)
+    fresh_samples, sample_counts = grpo.to_samples(picked_fresh, tokenizer, cfg.max_seq_len)
+    replay_samples, replay_sample_counts = grpo.to_samples(picked_replay, tokenizer, cfg.max_seq_len, replayed=True)
+    sample_counts = {k: v + replay_sample_counts[k] for k, v in sample_counts.items()}
     model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
     optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
+    options = grpo.StepOptions(temperature=config.rollout_temperature,
+                               checkpointing_min_tokens=trainer.checkpointing_min_tokens,
+                               fault_nan_at_step=trainer.fault_nan_at_step)
     with peak_memory(device) as peak:
-        result = grpo.train_grpo(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
-                                 on_step=on_step, optimizer=optimizer)
-    return TrainResult(model, {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)},
-                       optimizer)
+        result = grpo.train_grpo(model, [*fresh_samples, *replay_samples], cfg, pad_id=tokenizer.pad_token_id,
+                                 device=device, rng=rng, on_step=on_step, optimizer=optimizer, options=options)
+    metrics = {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)}
+    if result["steps"] == 0:
+        return TrainResult(None, {**metrics, "reason": "every sequence was longer than max_seq_len"})
+    return TrainResult(model, metrics, optimizer)
 
 
 def train_simulator(
@@ -88,14 +97,18 @@ def train_simulator(
     generations: Sequence[Generation],
     trainer: TrainerSettings,
     seed: int,
+    epoch: int | None = None,
     on_step: StepCallback | None = None,
 ) -> TrainResult:
-    """RWR on the in-band generations, weights from their seed batch's curriculum score."""
+    """RWR on the pool D_env (in-band generations of this and earlier epochs), weights from each generation's seed
+    batch score; ``epoch`` is the one being trained (its generations count as fresh)."""
     cfg = config.simulator
     weights = [g.weight for g in generations]
     metrics: dict[str, Any] = {
-        "generations": len(generations),
-        "seed_batches": len({g.seed_id for g in generations}),
+        "pool_size": len(generations),
+        "pool_fresh": sum(1 for g in generations if epoch is None or g.epoch == epoch),
+        "pool_epochs": len({g.epoch for g in generations}),
+        "seed_batches": len({(g.epoch, g.seed_id) for g in generations}),
         # How unequal the RWR weights are (β and λ decide it): with β = 2 in band they differ by ≤ 2 %.
         "weight_min": min(weights, default=None),
         "weight_max": max(weights, default=None),
@@ -105,15 +118,19 @@ def train_simulator(
     device = _setup(trainer, seed)
     rng = random.Random(seed)
     tokenizer = load_tokenizer(model_path)
-    samples, sample_counts = rwr.to_samples(generations, tokenizer, cfg.max_seq_len)
+    samples, sample_counts = rwr.to_samples(generations, tokenizer, cfg.max_seq_len, epoch=epoch)
     model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
     optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
     with peak_memory(device) as peak:
         result = rwr.train_rwr(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
-                               on_step=on_step, optimizer=optimizer)
+                               on_step=on_step, optimizer=optimizer,
+                               checkpointing_min_tokens=trainer.checkpointing_min_tokens,
+                               fault_nan_at_step=trainer.fault_nan_at_step)
     metrics = {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)}
     if result["steps"] == 0:
-        return TrainResult(None, {**metrics, "reason": "kl_cap exceeded before the first step"})
+        reason = "kl_cap exceeded before the first step" if result["early_stopped"] else \
+            "every generation was longer than max_seq_len"
+        return TrainResult(None, {**metrics, "reason": reason})
     return TrainResult(model, metrics, optimizer)
 
 

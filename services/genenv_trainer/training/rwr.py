@@ -1,4 +1,5 @@
-"""Reward-weighted regression for the simulator: weighted NLL of in-band generations, KL to the initial model.
+"""Reward-weighted regression for the simulator: weighted NLL of the pool's in-band generations, KL to the initial
+model as a regulariser, and a per-epoch trust region (KL to the version the epoch started from) as the cap.
 
 Hand-written (see ops.py for why not TRL): a weighted SFT step is a few lines once the sequence log-probs exist,
 and the KL cap needs to look inside the step.
@@ -17,11 +18,12 @@ from genenv.contracts.runs import SimulatorTrainConfig
 from genenv_trainer.records import Generation
 from genenv_trainer.training.data import (
     Example,
+    TooLongError,
     chat_prompt_ids,
     chunks,
     collate,
+    epoch_batches,
     make_example,
-    step_batches,
     text_completion_ids,
 )
 from genenv_trainer.training.ops import (
@@ -29,22 +31,26 @@ from genenv_trainer.training.ops import (
     k3_kl,
     masked_mean_per_row,
     reference_logprobs,
+    require_finite,
     summarise,
     token_logprobs,
+    use_gradient_checkpointing,
 )
 from genenv_trainer.training.optim import adamw
 
 
 @dataclass(frozen=True)
 class RwrSample:
-    """One tokenised generation (conditioning prompt → the simulator's raw output) and its weight."""
+    """One tokenised generation (conditioning prompt → the simulator's raw output), its weight, and whether it
+    was written in the epoch being trained (else it comes from the pool's earlier epochs)."""
 
     example: Example
     weight: float
+    fresh: bool = True
 
 
 class KlCapExceeded(Exception):
-    """The sampled KL to the initial simulator went over the cap: the step is abandoned."""
+    """The sampled KL to the epoch's starting simulator went over the cap: the step is abandoned."""
 
     def __init__(self, kl: float) -> None:
         super().__init__(f"sampled KL {kl:.4g} exceeds the cap")
@@ -52,17 +58,36 @@ class KlCapExceeded(Exception):
 
 
 def to_samples(
-    generations: Sequence[Generation], tokenizer: Any, max_seq_len: int
+    generations: Sequence[Generation], tokenizer: Any, max_seq_len: int, *, epoch: int | None = None
 ) -> tuple[list[RwrSample], dict[str, int]]:
-    """Tokenise (task.prompt_messages → task.raw_text) pairs."""
+    """Tokenise (task.prompt_messages → task.raw_text) pairs; a pair longer than ``max_seq_len`` is dropped and
+    counted. ``epoch`` marks which generations are fresh (written in that epoch)."""
     samples: list[RwrSample] = []
-    truncated = 0
+    dropped = 0
     for g in generations:
-        ex = make_example(chat_prompt_ids(tokenizer, g.prompt_messages), text_completion_ids(tokenizer, g.raw_text),
-                          max_seq_len)
-        truncated += ex.truncated
-        samples.append(RwrSample(ex, g.weight))
-    return samples, {"sequences": len(samples), "truncated": truncated}
+        try:
+            ex = make_example(chat_prompt_ids(tokenizer, g.prompt_messages), text_completion_ids(tokenizer, g.raw_text),
+                              max_seq_len)
+        except TooLongError:
+            dropped += 1
+            continue
+        samples.append(RwrSample(ex, g.weight, epoch is None or g.epoch == epoch))
+    return samples, {"sequences": len(samples), "dropped_too_long": dropped}
+
+
+@torch.no_grad()
+def start_logprobs(
+    model: torch.nn.Module, samples: Sequence[RwrSample], *, micro_batch_size: int, pad_id: int, device: torch.device
+) -> dict[int, list[float]]:
+    """Per sample (by id), the completion's token log-probs under the model as it is before the epoch's first step:
+    the anchor of the per-epoch trust region."""
+    anchors: dict[int, list[float]] = {}
+    for micro in chunks(samples, micro_batch_size):
+        b = collate([s.example for s in micro], pad_id=pad_id).to(device)
+        logp = token_logprobs(model, b)
+        for row, s in enumerate(micro):
+            anchors[id(s)] = logp[row][b.completion_mask[row].bool()].float().tolist()
+    return anchors
 
 
 def rwr_loss_backward(
@@ -74,33 +99,45 @@ def rwr_loss_backward(
     kl_cap: float,
     pad_id: int,
     device: torch.device,
+    anchors: dict[int, list[float]],
+    checkpointing_min_tokens: int = 0,
+    poison: bool = False,
 ) -> dict[str, float]:
-    """Accumulate the gradient of Σ_i w_i·NLL_i/N + β_KL·KL over one optimiser batch, weights renormalised to
+    """Accumulate the gradient of Σ_i w_i·NLL_i/N + β_KL·KL_init over one optimiser batch, weights renormalised to
     mean 1 within the batch. Raises KlCapExceeded (before any backward of that micro-batch) as soon as the
-    token-mean k3 KL of the micro-batches seen so far exceeds ``kl_cap``."""
+    token-mean k3 KL to the epoch's starting policy (``anchors``) of the micro-batches seen so far exceeds
+    ``kl_cap``, and NonFiniteError on a non-finite loss (``poison`` injects one)."""
     n = len(batch)
     mean_w = sum(s.weight for s in batch) / n
-    totals = {"loss": 0.0, "nll_sum": 0.0, "kl_sum": 0.0, "tokens": 0.0}
+    totals = {"loss": 0.0, "nll_sum": 0.0, "kl_sum": 0.0, "step_kl_sum": 0.0, "tokens": 0.0}
     for micro in chunks(batch, micro_batch_size):
-        b = collate([s.example for s in micro], pad_id=pad_id).to(device)
+        b = collate([s.example for s in micro], pad_id=pad_id, values=[anchors[id(s)] for s in micro]).to(device)
+        use_gradient_checkpointing(model, b, checkpointing_min_tokens)
         logp = token_logprobs(model, b)
         ref = reference_logprobs(model, b)
         mask = b.completion_mask
+        assert b.values is not None
+        step_kl = k3_kl(logp.detach(), torch.nan_to_num(b.values))
+        step_kl_so_far = (totals["step_kl_sum"] + float((step_kl * mask).sum())) / (
+            totals["tokens"] + float(mask.sum()))
+        if step_kl_so_far > kl_cap:
+            raise KlCapExceeded(step_kl_so_far)
         kl = k3_kl(logp, ref)
-        kl_so_far = (totals["kl_sum"] + float((kl.detach() * mask).sum())) / (totals["tokens"] + float(mask.sum()))
-        if kl_so_far > kl_cap:
-            raise KlCapExceeded(kl_so_far)
         w = torch.tensor([s.weight / mean_w for s in micro], dtype=torch.float32, device=device)
         nll = -masked_mean_per_row(logp, mask)
         loss = (w * nll + kl_coef * masked_mean_per_row(kl, mask)).sum() / n
+        if poison:
+            loss = loss * float("nan")
+        require_finite(loss=float(loss.detach()))
         loss.backward()
         totals["loss"] += float(loss.detach())
         totals["nll_sum"] += float((-logp.detach() * mask).sum())
         totals["kl_sum"] += float((kl.detach() * mask).sum())
+        totals["step_kl_sum"] += float((step_kl * mask).sum())
         totals["tokens"] += float(mask.sum())
     tokens = max(totals["tokens"], 1.0)
     return {"loss": totals["loss"], "nll": totals["nll_sum"] / tokens, "kl": totals["kl_sum"] / tokens,
-            "tokens": totals["tokens"]}
+            "kl_to_start": totals["step_kl_sum"] / tokens, "tokens": totals["tokens"]}
 
 
 def train_rwr(
@@ -113,9 +150,14 @@ def train_rwr(
     rng: random.Random,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    checkpointing_min_tokens: int = 0,
+    fault_nan_at_step: int | None = None,
 ) -> dict[str, Any]:
-    """Up to ``cfg.steps_per_epoch`` AdamW steps; stops early (and records it) when the KL cap is exceeded.
+    """One pass over the pool in steps of ``cfg.batch_size``, at most ``cfg.max_steps_per_epoch``; stops early (and
+    records it) when the KL to the epoch's starting simulator exceeds ``cfg.kl_cap``.
 
+    The cap is a trust region per epoch, not a budget for the run: it is measured against the version this epoch
+    started from, so the next epoch (starting from the version written now) may always take its first step.
     The KL is measured on each step's own batch before its update, i.e. it is the drift caused by the steps
     already taken; the offending step is abandoned, its partial gradient discarded.
     """
@@ -123,25 +165,34 @@ def train_rwr(
     # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
     optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
     clock = Stopwatch()
+    anchors = start_logprobs(model, samples, micro_batch_size=cfg.micro_batch_size, pad_id=pad_id, device=device)
     steps: list[dict[str, float]] = []
     stop: dict[str, Any] = {"early_stopped": False, "kl_at_stop": None, "stopped_at_step": None}
-    for i, batch in enumerate(step_batches(samples, batch_size=cfg.batch_size, steps=cfg.steps_per_epoch, rng=rng)):
+    seen = {"examples_seen": 0, "fresh_seen": 0, "pool_seen": 0}
+    batches = epoch_batches(samples, batch_size=cfg.batch_size, max_steps=cfg.max_steps_per_epoch, rng=rng)
+    for i, batch in enumerate(batches):
         step_clock = Stopwatch()
         try:
             stats = rwr_loss_backward(
                 model, batch, micro_batch_size=cfg.micro_batch_size, kl_coef=cfg.kl_coef, kl_cap=cfg.kl_cap,
-                pad_id=pad_id, device=device,
+                pad_id=pad_id, device=device, anchors=anchors, checkpointing_min_tokens=checkpointing_min_tokens,
+                poison=fault_nan_at_step == i,
             )
         except KlCapExceeded as exc:
             optimizer.zero_grad(set_to_none=True)
             stop = {"early_stopped": True, "kl_at_stop": exc.kl, "stopped_at_step": i}
             break
         stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        require_finite(grad_norm=stats["grad_norm"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        fresh = sum(s.fresh for s in batch)
+        seen["examples_seen"] += len(batch)
+        seen["fresh_seen"] += fresh
+        seen["pool_seen"] += len(batch) - fresh
         stats["sequences"] = float(len(batch))
         stats["seconds"] = step_clock.seconds
         steps.append(stats)
         if on_step is not None:
             on_step(i, stats)
-    return {**summarise(steps, clock.seconds), **stop, "planned_steps": cfg.steps_per_epoch}
+    return {**summarise(steps, clock.seconds), **stop, **seen, "planned_steps": len(batches)}

@@ -17,8 +17,9 @@ into invalid ``rollout_error`` verdicts (the item counts as not solved; it is ne
 ``{"headline": name, "score": value, "overall": {...}, "categories": {cat: {...}}, "protocol": ..., ...}``
 
 where each summary block has ``n``, ``solved``, ``accuracy`` (solved / n: invalid verdicts count as failures),
-``invalid``, ``rollout_errors`` and ``mean_score`` (over valid verdicts). ``overall`` also has ``macro_accuracy``
-(mean of the category accuracies).
+``malformed`` (replies that did not parse: valid verdicts with score 0, the same rule as training and p̂),
+``invalid``, ``rollout_errors`` and ``mean_score`` (over valid verdicts, malformed replies included). ``overall``
+also has ``macro_accuracy`` (mean of the category accuracies).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ class Evaluator(abc.ABC):
 
 
 def summary_block(results: Sequence[ItemResult]) -> dict[str, Any]:
-    """n, solved, accuracy, invalid, rollout_errors, mean_score (valid only) of some results."""
+    """n, solved, accuracy, malformed, invalid, rollout_errors, mean_score (valid only) of some results."""
     n = len(results)
     solved = sum(1 for r in results if r.solved)
     valid_scores = [r.verdict.score for r in results if r.verdict.valid and r.verdict.score is not None]
@@ -167,6 +168,7 @@ def summary_block(results: Sequence[ItemResult]) -> dict[str, Any]:
         "n": n,
         "solved": solved,
         "accuracy": solved / n if n else None,
+        "malformed": sum(1 for r in results if r.verdict.form_error is not None),
         "invalid": sum(1 for r in results if not r.verdict.valid),
         "rollout_errors": sum(1 for r in results if r.rollout_error),
         "mean_score": sum(valid_scores) / len(valid_scores) if valid_scores else None,
@@ -270,7 +272,7 @@ def _fmt(value: Any) -> str:
 
 def metrics_table(benchmark: str, split: str, adapter: str | None, metrics: dict[str, Any]) -> Table:
     """A Rich table: one row per category and the overall row; numbers only the overall block has go below it."""
-    base_cols = ["n", "solved", "accuracy", "invalid", "rollout_errors", "mean_score"]
+    base_cols = ["n", "solved", "accuracy", "malformed", "invalid", "rollout_errors", "mean_score"]
     overall: dict[str, Any] = metrics.get("overall", {})
     categories: dict[str, dict[str, Any]] = metrics.get("categories", {})
 

@@ -1,13 +1,15 @@
 """Shared machinery of the pure checkers: verdict builders, error kinds and a time-limited run.
 
 A checker is a plain function that returns a :class:`~genenv.contracts.rollouts.Verdict` (build it with
-:func:`valid_verdict`) or raises :class:`CheckFailure` for a response it cannot score (bad syntax, wrong shape,
-too large). :func:`run_checker` turns every way a checker can go wrong into an *invalid* verdict for that one
-item — never a zero score:
+:func:`valid_verdict`) or raises :class:`CheckFailure` for a response it cannot score as an answer.
+:func:`run_checker` decides whose fault that was (METHOD.md, "Invalid ≠ wrong"):
 
-- ``CheckFailure(kind, message)`` → invalid verdict of that kind (``parse_error``, ``schema_error``, …);
-- any other exception → ``checker_error``;
-- running past the time limit → ``timeout``.
+- ``CheckFailure`` of kind ``parse_error`` / ``schema_error`` (prose instead of a call, a call that does not
+  decode, no integer, cut off at the token limit) → the agent's fault: a VALID verdict with score 0, the kind
+  kept in ``form_error`` — it counts in p̂ and in the GRPO group, so the agent learns to answer in form;
+- ``CheckFailure`` of any other kind (``task_error``, ``too_large``) → invalid verdict of that kind;
+- any other exception → invalid ``checker_error``;
+- running past the time limit → invalid ``timeout``.
 
 Time limits cost no thread per item. One process-wide watchdog thread looks at the item each worker thread is
 checking and, when its deadline passes, raises :class:`CheckerTimeout` inside that thread (CPython's
@@ -63,8 +65,25 @@ def valid_verdict(score: float, threshold: float, details: dict[str, Any] | None
 
 
 def invalid_verdict(kind: VerdictErrorKind, message: str, details: dict[str, Any] | None = None) -> Verdict:
-    """An unscored verdict carrying why (never a zero score)."""
+    """An unscored verdict carrying why (never a zero score): a failure that is not the agent's."""
     return Verdict(valid=False, error=VerdictError(kind=kind, message=message), details=details or {})
+
+
+AGENT_FORM_ERRORS = frozenset({VerdictErrorKind.PARSE_ERROR, VerdictErrorKind.SCHEMA_ERROR})
+"""Failure kinds that are the agent's own: its reply is a wrong answer (score 0), not an invalid verdict."""
+
+
+def wrong_form_verdict(kind: VerdictErrorKind, message: str, details: dict[str, Any] | None = None) -> Verdict:
+    """A reply that did not parse into an answer: R_agent = 0 (METHOD.md Eq. 1), with the reason kept."""
+    return Verdict(valid=True, score=0.0, success=False, form_error=VerdictError(kind=kind, message=message),
+                   details=details or {})
+
+
+def failure_verdict(kind: VerdictErrorKind, message: str) -> Verdict:
+    """The verdict for a reply a checker could not score: wrong answer if it is the agent's fault, else invalid."""
+    if kind in AGENT_FORM_ERRORS:
+        return wrong_form_verdict(kind, message)
+    return invalid_verdict(kind, message)
 
 
 def apply_threshold(verdict: Verdict, threshold: float) -> Verdict:
@@ -151,7 +170,7 @@ def run_checker(check: Callable[[], Verdict], *, time_limit_s: float | None = No
     except CheckerTimeout:
         return invalid_verdict(VerdictErrorKind.TIMEOUT, f"checker ran longer than {limit:g} s")
     except CheckFailure as exc:
-        return invalid_verdict(exc.kind, exc.message)
+        return failure_verdict(exc.kind, exc.message)
     except (RecursionError, MemoryError) as exc:
         return invalid_verdict(VerdictErrorKind.CHECKER_ERROR, f"checker exhausted resources: {type(exc).__name__}")
     except Exception as exc:

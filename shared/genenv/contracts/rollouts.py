@@ -26,7 +26,12 @@ class Rollout(ReadModel):
 
 
 class VerdictErrorKind(enum.StrEnum):
-    """Why a verdict is invalid. An invalid verdict is never a zero score."""
+    """What went wrong with a reply or its check.
+
+    PARSE_ERROR and SCHEMA_ERROR are the agent's fault: the reply did not parse into an answer. Such a verdict is
+    VALID with score 0 (a wrong answer, METHOD.md Eq. 1) and carries the kind in ``form_error``. The other kinds are
+    not the agent's fault and make a verdict INVALID (left out of p̂ and of training), never a zero score.
+    """
 
     PARSE_ERROR = "parse_error"
     SCHEMA_ERROR = "schema_error"
@@ -52,11 +57,16 @@ class Verdict(ReadModel):
     success: bool = False
     error: VerdictError | None = None
     details: dict[str, Any] = Field(default_factory=dict, description="Checker-specific breakdown (em, f1, …).")
+    form_error: VerdictError | None = Field(
+        default=None, description="Why a valid verdict scored 0 without comparing: the reply did not parse."
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> Verdict:
         if self.valid and (self.score is None or self.error is not None):
             raise ValueError("a valid verdict has a score and no error")
+        if self.form_error is not None and (not self.valid or self.score != 0.0 or self.success):
+            raise ValueError("a verdict with a form error is valid, scores 0 and is not a success")
         if not self.valid and (self.score is not None or self.error is None or self.success):
             raise ValueError("an invalid verdict has an error, no score and no success")
         return self

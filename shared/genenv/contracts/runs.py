@@ -8,7 +8,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.base import Identifier, ModelName, ReadModel, WriteModel
 
 
 class RunMode(enum.StrEnum):
@@ -38,13 +38,16 @@ class CurriculumConfig(WriteModel):
     beta: float = Field(
         default=20.0,
         gt=0.0,
+        le=1e6,
         description="Sharpness β of R_env = exp(-β(p̂-α)²). Paper leaves it open (released config 2.0, unused); "
         "20 makes weights differ inside the band.",
     )
     k_min: float = Field(
         default=0.1, ge=0.0, le=0.5, description="Band half-width: seed batches with |p̂-α| > k_min are not trained on."
     )
-    rwr_lambda: float = Field(default=1.0, ge=0.0, description="RWR temperature λ: weight ∝ exp(λ·R_env).")
+    rwr_lambda: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="RWR temperature λ: weight ∝ exp(λ·R_env)."
+    )
     success_threshold: float | None = Field(
         default=None,
         gt=0.0,
@@ -56,10 +59,19 @@ class CurriculumConfig(WriteModel):
         default=False, description="Score seed batches with the Beta(1,1) posterior mean (k+1)/(n+2) instead of k/n."
     )
     replay_ratio: float = Field(
-        default=0.0,
+        default=0.25,
         ge=0.0,
         le=0.9,
-        description="Share of the agent batch drawn from valid traces of earlier epochs (replay pool).",
+        description="Most of the agent's training sequences that may be replayed valid traces of earlier epochs "
+        "(the agent pool, paper Algorithm 1); a ceiling, never filled beyond ratio/(1-ratio) × the fresh ones. "
+        "0 turns replay off.",
+    )
+    stats_window_epochs: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="The simulator's prompt carries the agent's success counts over this many most recent epochs "
+        "(per seed when the seed has them, else per the domain's difficulty group, else the whole run).",
     )
 
 
@@ -69,9 +81,10 @@ class LoraConfig(WriteModel):
     rank: int = Field(default=16, ge=1, le=256, description="LoRA rank r; must not exceed the vLLM --max-lora-rank.")
     alpha: float = Field(default=32.0, gt=0.0, description="LoRA scaling α (effective scale α/r).")
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="LoRA dropout.")
-    target_modules: list[str] = Field(
+    target_modules: list[Identifier] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
         min_length=1,
+        max_length=64,
         description="Module names to adapt (Llama/Qwen naming).",
     )
 
@@ -82,12 +95,18 @@ class AgentTrainConfig(WriteModel):
     learning_rate: float = Field(
         default=1e-4, gt=0.0, lt=1.0, description="AdamW LR (paper 1e-6 full-scale; ≈1e-4 for LoRA on the CPU model)."
     )
-    batch_size: int = Field(default=16, ge=1, description="Sequences per optimiser step (paper 64).")
+    batch_size: int = Field(default=16, ge=1, le=65536, description="Sequences per optimiser step (paper 64).")
     micro_batch_size: int = Field(default=8, ge=1, description="Sequences per forward pass; gradients accumulate.")
-    steps_per_epoch: int = Field(default=1, ge=1, description="Optimiser steps per epoch.")
+    max_steps_per_epoch: int = Field(
+        default=4, ge=1, le=100_000,
+        description="Bound on optimiser steps per epoch; below it, one pass over the epoch's sequences "
+        "(fresh + replayed) in batches of batch_size.",
+    )
     clip_ratio: float = Field(default=0.2, gt=0.0, lt=1.0, description="PPO/GRPO clip ε on the importance ratio.")
-    kl_coef: float = Field(default=0.001, ge=0.0, description="KL-loss weight to the reference (adapter disabled).")
-    max_seq_len: int = Field(default=512, ge=32, description="Prompt+response tokens kept for training.")
+    kl_coef: float = Field(
+        default=0.001, ge=0.0, le=100.0, description="KL-loss weight to the reference (adapter disabled)."
+    )
+    max_seq_len: int = Field(default=512, ge=32, le=131072, description="Prompt+response tokens kept for training.")
     max_grad_norm: float = Field(default=1.0, gt=0.0, description="Clip the gradient norm of each step to this.")
 
 
@@ -95,14 +114,32 @@ class SimulatorTrainConfig(WriteModel):
     """Reward-weighted regression settings for the simulator."""
 
     learning_rate: float = Field(default=1e-4, gt=0.0, lt=1.0, description="AdamW LR (paper 5e-7 full-scale).")
-    batch_size: int = Field(default=16, ge=1, description="Generations per optimiser step (paper 64).")
+    batch_size: int = Field(default=16, ge=1, le=65536, description="Generations per optimiser step (paper 64).")
     micro_batch_size: int = Field(default=8, ge=1, description="Sequences per forward pass; gradients accumulate.")
-    steps_per_epoch: int = Field(default=1, ge=1, description="Optimiser steps per epoch.")
-    kl_coef: float = Field(default=0.05, ge=0.0, description="KL weight to the initial simulator (adapter disabled).")
-    kl_cap: float = Field(
-        default=0.5, gt=0.0, description="Stop the epoch's updates early when the sampled KL exceeds this cap."
+    max_steps_per_epoch: int = Field(
+        default=4, ge=1, le=100_000,
+        description="Bound on optimiser steps per epoch; below it, one pass over the pool D_env in batches of "
+        "batch_size.",
     )
-    max_seq_len: int = Field(default=512, ge=32, description="Conditioning prompt + generation tokens kept.")
+    pool_max_size: int = Field(
+        default=512, ge=1, le=1_000_000,
+        description="Most generations kept in the simulator pool D_env (the newest are kept).",
+    )
+    pool_recent_epochs: int = Field(
+        default=0, ge=0, le=1000,
+        description="Only the in-band generations of this many most recent epochs enter D_env (0 = all epochs).",
+    )
+    kl_coef: float = Field(
+        default=0.05, ge=0.0, le=100.0, description="KL weight to the initial simulator (adapter disabled)."
+    )
+    kl_cap: float = Field(
+        default=0.5, gt=0.0,
+        description="Per-epoch trust region: the epoch's update stops once the sampled KL to the simulator it "
+        "started from (the previous version) exceeds this; the next epoch starts afresh from the new version.",
+    )
+    max_seq_len: int = Field(
+        default=512, ge=32, le=131072, description="Conditioning prompt + generation tokens kept."
+    )
     max_grad_norm: float = Field(default=1.0, gt=0.0, description="Clip the gradient norm of each step to this.")
 
 
@@ -111,15 +148,22 @@ class RunConfig(WriteModel):
 
     name: str = Field(default="run", min_length=1, max_length=200, description="Human-readable label.")
     mode: RunMode = Field(
-        default=RunMode.GENENV, description="genenv | random_simulator | static_augmentation | agent_only."
+        default=RunMode.GENENV,
+        strict=False,
+        description="genenv | random_simulator | static_augmentation | agent_only.",
     )
-    domain: str = Field(default="arithmetic", min_length=1, description="Domain plug-in that defines the tasks.")
-    base_model: str = Field(
-        default="smollm2-135m-instruct", min_length=1, description="Base model both roles start from."
+    domain: str = Field(
+        default="arithmetic", min_length=1, max_length=64, description="Domain plug-in that defines the tasks."
+    )
+    base_model: ModelName = Field(
+        default="smollm2-135m-instruct",
+        description="Base model both roles start from: a folder name under paths.model_cache, a hub id (org/name) "
+        "or the folder's absolute path (no relative paths, no '..'). Starting the run checks that the model "
+        "servers serve this model (409 otherwise).",
     )
     epochs: int = Field(default=3, ge=1, le=1000, description="Co-evolution epochs (paper: 6 in the figures).")
     seeds_per_epoch: int = Field(
-        default=8, ge=1, description="Seeds drawn from the domain's training split each epoch."
+        default=8, ge=1, le=4096, description="Seeds drawn from the domain's training split each epoch."
     )
     variations_per_seed: int = Field(
         default=4, ge=1, le=64, description="n: tasks the simulator writes per seed (paper code: 4)."
@@ -134,10 +178,20 @@ class RunConfig(WriteModel):
     static_variations: int = Field(
         default=5, ge=1, le=64, description="Variations per seed generated once in static_augmentation mode."
     )
-    eval_every: int = Field(default=0, ge=0, description="Evaluate benchmarks every k epochs (0 = never).")
-    eval_benchmarks: list[str] = Field(default_factory=list, description="Benchmark names evaluated at EVALUATE.")
-    eval_limit: int | None = Field(default=None, ge=1, description="Items per benchmark at EVALUATE (None = all).")
-    random_seed: int = Field(default=0, description="Seed for seed sampling and local-backend generation.")
+    eval_every: int = Field(default=0, ge=0, le=1000, description="Evaluate benchmarks every k epochs (0 = never).")
+    eval_benchmarks: list[str] = Field(
+        default_factory=list, max_length=5, description="Benchmark names evaluated at EVALUATE."
+    )
+    eval_limit: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Items per benchmark at EVALUATE (None = all)."
+    )
+    random_seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed for seed sampling, local-backend generation and training (torch seeds are 64-bit; the "
+        "trainer derives one per epoch and role from this).",
+    )
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     agent: AgentTrainConfig = Field(default_factory=AgentTrainConfig)

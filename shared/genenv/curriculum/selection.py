@@ -19,19 +19,26 @@ def select_agent_batch(
     size: Callable[[G], int],
     rng: random.Random,
 ) -> tuple[list[G], list[G]]:
-    """Pick whole groups worth at most ``budget`` sequences; replay takes at most ``replay_ratio`` of it.
+    """Pick whole groups worth at most ``budget`` sequences; replay is at most ``replay_ratio`` of what is picked.
 
     Returns (fresh groups, replay groups). Groups are never split: their advantages were normalised over the
     whole group, and a group is the unit that makes a GRPO update meaningful. The replay share is a ceiling,
-    not a quota: when the epoch's fresh groups are too few, the batch is smaller rather than more off-policy.
+    not a quota: replayed sequences never exceed ratio/(1-ratio) × the fresh ones picked, so when the epoch's
+    fresh groups are few the batch is smaller rather than more off-policy.
     """
     if budget < 0:
         raise ValueError(f"budget must be ≥ 0, got {budget}")
     if not 0.0 <= replay_ratio < 1.0:
         raise ValueError(f"replay_ratio must lie in [0, 1), got {replay_ratio}")
-    picked_replay = _fill(replay, math.floor(budget * replay_ratio), size, rng)
-    # Fresh groups take everything replay left, including what whole replay groups could not fill.
-    picked_fresh = _fill(fresh, budget - sum(size(g) for g in picked_replay), size, rng)
+    # Fresh data first gets its own share of the budget, then replay is sized against what fresh data filled.
+    picked_fresh = _fill(fresh, budget - math.floor(budget * replay_ratio), size, rng)
+    fresh_size = sum(size(g) for g in picked_fresh)
+    replay_cap = min(budget - fresh_size, math.floor(fresh_size * replay_ratio / (1.0 - replay_ratio) + 1e-9))
+    picked_replay = _fill(replay, replay_cap, size, rng)
+    # Fresh groups take whatever budget replay left.
+    left = budget - fresh_size - sum(size(g) for g in picked_replay)
+    chosen = {id(g) for g in picked_fresh}
+    picked_fresh += _fill([g for g in fresh if id(g) not in chosen], left, size, rng)
     return picked_fresh, picked_replay
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from genenv.checkers.base import invalid_verdict, valid_verdict
+from genenv.checkers.base import invalid_verdict, valid_verdict, wrong_form_verdict
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind
 from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
 from genenv.domains.base import Domain, TaskRejected
@@ -248,7 +248,7 @@ class ArithmeticDomain(Domain):
             return invalid_verdict(VerdictErrorKind.TASK_ERROR, f"bad task: {exc}")
         got = parse_answer(response)
         if got is None:
-            return invalid_verdict(VerdictErrorKind.PARSE_ERROR, "no integer in the reply")
+            return wrong_form_verdict(VerdictErrorKind.PARSE_ERROR, "no integer in the reply")
         threshold = self.default_success_threshold if success_threshold is None else success_threshold
         return valid_verdict(1.0 if got == expected else 0.0, threshold, {"expected": expected, "got": got})
 

@@ -79,6 +79,9 @@ def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[s
         "--host", cfg.host,
         "--port", str(cfg.port),
         "--max-model-len", str(cfg.max_model_len),
+        # GRPO's old log-probs must be those of the distribution actually sampled (temperature applied), not the
+        # raw T = 1 model (METHOD.md, agent update); the trainer scales its logits by 1/T to match.
+        "--logprobs-mode", "processed_logprobs",
     ]  # fmt: skip
     if cfg.cpu:
         # CUDA-graph capture does not exist on CPU; the compile step alone costs ~50 s of start-up (INFRA.md).

@@ -10,7 +10,8 @@ arrive together are decoded as one left-padded batch per adapter.
 
 Reproducibility: request i (in submission order) samples with its own ``torch.Generator`` seeded
 ``seed + i``, so a batch's composition does not change what a request samples. Log-probabilities are those
-of the raw model distribution (before temperature), the same convention as vLLM's default ``raw_logprobs``.
+of the distribution each token was sampled from (temperature and grammar mask applied; greedy: the model's own),
+the convention the launcher asks vLLM for (``--logprobs-mode processed_logprobs``) and the trainer's ratio uses.
 """
 
 from __future__ import annotations
@@ -292,7 +293,6 @@ class LocalBackend:
             )
             for _ in range(limit):
                 logits = out.logits[:, -1, :].float()
-                logprobs = torch.log_softmax(logits, dim=-1)
                 next_tokens = []
                 for i, req in enumerate(requests):
                     if finish[i] is not None:
@@ -301,11 +301,13 @@ class LocalBackend:
                     row = logits[i] if matchers[i] is None else self._masked(matchers[i], logits[i])
                     if req.temperature <= 0.0:
                         token = int(torch.argmax(row))
+                        logprob = float(torch.log_softmax(row, dim=-1)[token])
                     else:
-                        probs = torch.softmax(row / req.temperature, dim=-1)
-                        token = int(torch.multinomial(probs, 1, generator=generators[i]))
+                        scaled = row / req.temperature
+                        token = int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generators[i]))
+                        logprob = float(torch.log_softmax(scaled, dim=-1)[token])
                     out_ids[i].append(token)
-                    out_lps[i].append(float(logprobs[i, token]))
+                    out_lps[i].append(logprob)
                     next_tokens.append(token)
                     finish[i], cut_texts[i] = self._finished(req, out_ids[i])
                     matcher = matchers[i]

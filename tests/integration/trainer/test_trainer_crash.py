@@ -62,7 +62,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     engine = make_engine(DatabaseSettings(url=url))
     sessions = make_session_factory(engine)
     store = tmp_path / "adapters"
-    run = agent_epoch(sessions, run_config(tiny_model_dir, agent={"steps_per_epoch": 12}))
+    run = agent_epoch(sessions, run_config(tiny_model_dir, agent={"max_steps_per_epoch": 12}))
     job_id = job(sessions, run, 0, JobKind.TRAIN_AGENT)
 
     env = {**os.environ, "GENENV_DATABASE__URL": url, "GENENV_PATHS__ADAPTER_STORE": str(store),

@@ -55,7 +55,7 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
 
 def test_replay_mixes_earlier_groups(sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path) -> None:
     cfg = run_config(tiny_model_dir, curriculum={"replay_ratio": 0.5},
-                     agent={"batch_size": 16, "micro_batch_size": 8, "steps_per_epoch": 1})
+                     agent={"batch_size": 16, "micro_batch_size": 8, "max_steps_per_epoch": 1})
     run = agent_epoch(sessions, cfg)
     agent_epoch(sessions, cfg, epoch=1, run=run)
     res = run_train_job(sessions, settings_for(db_url, tmp_path), job(sessions, run, 1, JobKind.TRAIN_AGENT))

@@ -92,7 +92,7 @@ def test_grpo_raises_good_and_lowers_bad_completions(model_dir: Path, vllm_url: 
         signs += [r > 0 for r in rewards]
     assert len(groups) == 2, "vLLM produced no group with both right and wrong answers"
     config = RunConfig.model_validate({"agent": {"learning_rate": 5e-4, "batch_size": 16, "micro_batch_size": 4,
-                                                 "steps_per_epoch": 2}})
+                                                 "max_steps_per_epoch": 2}})
     result = runner.train_agent(model_path=model_dir, parent=None, config=config, fresh=groups, replay=[],
                                 trainer=TRAINER, seed=0)
     assert result.model is not None
@@ -116,7 +116,7 @@ def test_grpo_raises_good_and_lowers_bad_completions(model_dir: Path, vllm_url: 
 
 def _rwr_config(**simulator: Any) -> RunConfig:
     return RunConfig.model_validate({"simulator": {"learning_rate": 5e-4, "batch_size": 4, "micro_batch_size": 4,
-                                                   "steps_per_epoch": 2, "kl_coef": 0.05, **simulator}})
+                                                   "max_steps_per_epoch": 2, "kl_coef": 0.05, **simulator}})
 
 
 def test_rwr_raises_high_weight_generations_more(model_dir: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_tiny_kl_cap_stops_early(model_dir: Path) -> None:
     gens = [Generation(0, "s", SIM_PROMPT, '{"question": "What is 3 + 4?", "answer": 7}', 1.0),
             Generation(1, "s", SIM_PROMPT, '{"question": "What is 2 + 2?", "answer": 4}', 1.0)]
     result = runner.train_simulator(model_path=model_dir, parent=None,
-                                    config=_rwr_config(steps_per_epoch=3, kl_cap=1e-6), generations=gens,
+                                    config=_rwr_config(max_steps_per_epoch=3, kl_cap=1e-6), generations=gens,
                                     trainer=TRAINER, seed=0)
     m = result.metrics
     _measured("kl_cap", steps=m["steps"], planned=m["planned_steps"], kl_at_stop=m["kl_at_stop"])
@@ -170,7 +170,7 @@ def test_written_adapter_is_served_by_vllm_and_changes_its_output(
     gens = [Generation(i, "s", question, target, 1.0) for i in range(2)]
     result = runner.train_simulator(
         model_path=model_dir, parent=None,
-        config=_rwr_config(learning_rate=1e-3, steps_per_epoch=4, kl_coef=0.0, kl_cap=1e3),
+        config=_rwr_config(learning_rate=1e-3, max_steps_per_epoch=4, kl_coef=0.0, kl_cap=1e3),
         generations=gens, trainer=TRAINER, seed=0,
     )
     assert result.model is not None and result.metrics["steps"] == 4

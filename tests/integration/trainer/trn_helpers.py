@@ -23,8 +23,8 @@ def run_config(model: Path, **overrides: Any) -> RunConfig:
     base: dict[str, Any] = {
         "base_model": str(model),
         "lora": {"rank": 4, "alpha": 8},
-        "agent": {"learning_rate": 1e-3, "batch_size": 8, "micro_batch_size": 4, "steps_per_epoch": 2},
-        "simulator": {"learning_rate": 1e-3, "batch_size": 4, "micro_batch_size": 2, "steps_per_epoch": 2},
+        "agent": {"learning_rate": 1e-3, "batch_size": 8, "micro_batch_size": 4, "max_steps_per_epoch": 2},
+        "simulator": {"learning_rate": 1e-3, "batch_size": 4, "micro_batch_size": 2, "max_steps_per_epoch": 2},
     }
     for key, value in overrides.items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and key in base else value

@@ -215,9 +215,11 @@ def test_perturbation_labels_score_as_expected(ast_tasks: list[dict[str, Any]]) 
 def test_verify_never_raises_and_reports_kinds() -> None:
     gold = render(gold_calls(SIMPLE))
     assert verify(SIMPLE, gold).score == 1.0
-    assert verify(SIMPLE, "not calls at all").error.kind is VerdictErrorKind.PARSE_ERROR
-    assert verify(SIMPLE, '[{"calc.area": {"base": 10').error.kind is VerdictErrorKind.PARSE_ERROR
-    assert verify(SIMPLE, '{"unexpected": "shape"}').error.kind is VerdictErrorKind.SCHEMA_ERROR
+    for reply, kind in [("not calls at all", VerdictErrorKind.PARSE_ERROR),
+                        ('[{"calc.area": {"base": 10', VerdictErrorKind.PARSE_ERROR),
+                        ('{"unexpected": "shape"}', VerdictErrorKind.SCHEMA_ERROR)]:
+        v = verify(SIMPLE, reply)  # a wrong answer: valid, score 0, the reason kept
+        assert v.valid and v.score == 0.0 and v.form_error is not None and v.form_error.kind is kind
     assert verify(SIMPLE, "x" * 100_000).error.kind is VerdictErrorKind.TOO_LARGE
     assert verify({"category": "simple_python"}, gold).error.kind is VerdictErrorKind.TASK_ERROR
     assert verify({"functions": []}, gold).error.kind is VerdictErrorKind.TASK_ERROR

@@ -39,13 +39,25 @@ def test_apply_threshold_recomputes_success_and_leaves_invalid_alone():
     assert apply_threshold(bad, 0.1) is bad
 
 
-def test_check_failure_becomes_an_invalid_verdict_of_its_kind_never_a_zero():
+@pytest.mark.parametrize("kind", [VerdictErrorKind.PARSE_ERROR, VerdictErrorKind.SCHEMA_ERROR])
+def test_a_reply_that_does_not_parse_is_a_wrong_answer_scored_zero(kind: VerdictErrorKind) -> None:
+    """METHOD.md Eq. 1: the agent's own malformed reply is R_agent = 0, valid, counted in p̂ and in GRPO."""
     def fail() -> Verdict:
-        raise CheckFailure(VerdictErrorKind.SCHEMA_ERROR, "wrong shape")
+        raise CheckFailure(kind, "wrong shape")
 
     v = run_checker(fail)
-    assert not v.valid and v.score is None
-    assert v.error.kind is VerdictErrorKind.SCHEMA_ERROR and v.error.message == "wrong shape"
+    assert v.valid and v.score == 0.0 and not v.success and v.error is None
+    assert v.form_error is not None and v.form_error.kind is kind and v.form_error.message == "wrong shape"
+
+
+@pytest.mark.parametrize("kind", [VerdictErrorKind.TASK_ERROR, VerdictErrorKind.TOO_LARGE])
+def test_a_failure_that_is_not_the_agents_is_invalid_never_a_zero(kind: VerdictErrorKind) -> None:
+    def fail() -> Verdict:
+        raise CheckFailure(kind, "not the agent's fault")
+
+    v = run_checker(fail)
+    assert not v.valid and v.score is None and v.form_error is None
+    assert v.error.kind is kind and v.error.message == "not the agent's fault"
 
 
 def test_an_exception_in_a_checker_is_a_checker_error():

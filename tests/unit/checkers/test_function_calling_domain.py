@@ -204,13 +204,20 @@ def test_agent_prompt_is_bfcls_format(benchmarks_dir: Path) -> None:
         ("Sorry, no idea.", VerdictErrorKind.PARSE_ERROR),
         ('[{"weather.get": {"city": "Par', VerdictErrorKind.PARSE_ERROR),
         ('{"city": "Paris"}', VerdictErrorKind.SCHEMA_ERROR),
-        ("[weather.get(city='" + "x" * 40_000 + "')]", VerdictErrorKind.TOO_LARGE),
     ],
 )
-def test_malformed_answers_are_invalid_not_zero(response: str, kind: VerdictErrorKind) -> None:
+def test_malformed_answers_are_wrong_answers_scored_zero(response: str, kind: VerdictErrorKind) -> None:
     payload = DOMAIN.validate_generation(copy.deepcopy(GENERATED), None)
     verdict = DOMAIN.verify(payload, response)
-    assert not verdict.valid and verdict.score is None and verdict.error.kind is kind
+    # METHOD.md Eq. 1: a reply that does not parse is a wrong answer, counted in p̂ and in the GRPO group.
+    assert verdict.valid and verdict.score == 0.0 and not verdict.success and verdict.error is None
+    assert verdict.form_error is not None and verdict.form_error.kind is kind
+
+
+def test_a_reply_too_large_to_check_is_invalid_not_zero() -> None:
+    payload = DOMAIN.validate_generation(copy.deepcopy(GENERATED), None)
+    verdict = DOMAIN.verify(payload, "[weather.get(city='" + "x" * 40_000 + "')]")
+    assert not verdict.valid and verdict.score is None and verdict.error.kind is VerdictErrorKind.TOO_LARGE
 
 
 def test_success_threshold_is_applied() -> None:

@@ -63,9 +63,12 @@ def test_other_action_scores_zero_and_reports_admissibility() -> None:
         ("go to desk 1" * 5000, VerdictErrorKind.TOO_LARGE),
     ],
 )
-def test_malformed_actions_are_invalid(response: str, kind: VerdictErrorKind) -> None:
+def test_malformed_actions_are_wrong_answers_scored_zero(response: str, kind: VerdictErrorKind) -> None:
     v = run_checker(lambda: check_action(response, "go to desk 1", 1.0))
-    assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    if kind is VerdictErrorKind.TOO_LARGE:  # too large to check is not the agent's wrong answer: invalid
+        assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    else:  # METHOD.md Eq. 1: a reply that does not parse is a wrong answer, scored 0
+        assert v.valid and v.score == 0.0 and not v.success and v.form_error is not None and v.form_error.kind is kind
 
 
 def test_task_without_expert_action_is_a_task_error() -> None:

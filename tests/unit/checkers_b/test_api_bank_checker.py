@@ -49,14 +49,17 @@ def test_parse_reads_literals_bare_words_and_quoted_lists() -> None:
         ("[GetUserToken(username='" + "a" * 40_000 + "')]", VerdictErrorKind.TOO_LARGE),
     ],
 )
-def test_malformed_requests_are_invalid_not_zero(text: str, kind: VerdictErrorKind) -> None:
+def test_malformed_requests_are_wrong_answers_scored_zero(text: str, kind: VerdictErrorKind) -> None:
     gold = {
         "api_name": "GetUserToken",
         "arguments": {"username": "a", "password": "b"},
         "parameters": {"username": "str", "password": "str"},
     }
     v = run_checker(lambda: check_api_bank(text, gold, 1.0))
-    assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    if kind is VerdictErrorKind.TOO_LARGE:  # too large to check is not the agent's wrong answer: invalid
+        assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    else:  # METHOD.md Eq. 1: a reply that does not parse is a wrong answer, scored 0
+        assert v.valid and v.score == 0.0 and not v.success and v.form_error is not None and v.form_error.kind is kind
 
 
 def _judge(name: str, pred: dict[str, Any], gold: dict[str, Any], params: dict[str, str], **result: Any) -> str:
@@ -219,6 +222,6 @@ def test_adversarial_replies_are_parsed_in_linear_time(text: str) -> None:
     # Upstream's regexes are quadratic on these; a slow parse would surface here as a timeout verdict.
     gold = {"api_name": "A", "arguments": {"b": 1}, "parameters": {"b": "int"}}
     v = run_checker(lambda: check_api_bank(text, gold, 1.0))
-    assert v.error is None or v.error.kind is VerdictErrorKind.PARSE_ERROR
-    if v.valid:
+    assert v.valid and v.error is None
+    if v.form_error is None:
         assert v.score == 1.0  # two calls on one line: the first one is judged

@@ -26,7 +26,8 @@ def test_contract_shapes(name: str, benchmarks_dir: Path, tmp_path: Path) -> Non
         assert messages and all(m["role"] in {"system", "user"} and m["content"] for m in messages)
     agent = domain.agent_messages(seeds[0].payload)
     assert agent[-1]["role"] == "user" and agent[-1]["content"]
-    assert domain.verify(seeds[0].payload, "").valid is False  # an empty reply is an error, not a zero
+    empty = domain.verify(seeds[0].payload, "")  # an empty reply is a wrong answer (METHOD.md Eq. 1), not an error
+    assert empty.valid and empty.score == 0.0 and not empty.success and empty.form_error is not None
 
 
 @pytest.mark.parametrize(

@@ -60,9 +60,12 @@ def test_check_free_text_scores_f1_and_reports_em() -> None:
         ("x" * 40_000, VerdictErrorKind.TOO_LARGE),
     ],
 )
-def test_malformed_answers_are_invalid_not_zero(response: str, kind: VerdictErrorKind) -> None:
+def test_malformed_answers_are_wrong_answers_scored_zero(response: str, kind: VerdictErrorKind) -> None:
     v = run_checker(lambda: check_free_text(response, ["james madison"], 0.5))
-    assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    if kind is VerdictErrorKind.TOO_LARGE:  # too large to check is not the agent's wrong answer: invalid
+        assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    else:  # METHOD.md Eq. 1: a reply that does not parse is a wrong answer, scored 0
+        assert v.valid and v.score == 0.0 and not v.success and v.form_error is not None and v.form_error.kind is kind
 
 
 def test_task_without_gold_is_a_task_error() -> None:

@@ -126,11 +126,14 @@ def test_upstream_quirk_parties_rule_never_fails(train: list[dict[str, Any]], db
         ("[" + '{"days": 1},' * 4000 + "{}]", VerdictErrorKind.TOO_LARGE),
     ],
 )
-def test_malformed_plans_are_invalid(
+def test_malformed_plans_are_wrong_answers_scored_zero(
     train: list[dict[str, Any]], db: Any, response: str, kind: VerdictErrorKind
 ) -> None:
     v = run_checker(lambda: check_plan(response, train[0], db, 1.0))
-    assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    if kind is VerdictErrorKind.TOO_LARGE:  # too large to check is not the agent's wrong answer: invalid
+        assert not v.valid and v.score is None and v.error is not None and v.error.kind is kind
+    else:  # METHOD.md Eq. 1: a reply that does not parse is a wrong answer, scored 0
+        assert v.valid and v.score == 0.0 and not v.success and v.form_error is not None and v.form_error.kind is kind
 
 
 def test_score_is_share_of_applicable_constraints(train: list[dict[str, Any]], db: Any) -> None:

@@ -28,6 +28,8 @@ def test_selection_respects_budget_and_replay_share(
     used_f, used_r = sum(g[2] for g in got_f), sum(g[2] for g in got_r)
     assert used_f + used_r <= budget
     assert used_r <= math.floor(budget * ratio)
+    # Replay never outweighs its share of what was actually picked: used_r / (used_f + used_r) ≤ ratio.
+    assert used_r <= used_f * ratio / (1.0 - ratio) + 1e-9
     # Greedy fill: every fresh group left out would not have fitted in the fresh share.
     for g in set(fresh_groups) - set(got_f):
         assert g[2] > budget - used_r - used_f
@@ -53,7 +55,8 @@ def test_replay_share_and_determinism() -> None:
 def test_replay_is_a_ceiling_not_a_quota() -> None:
     f, r = select_agent_batch([("f", 0, 4)], [("r", i, 4) for i in range(10)], budget=40, replay_ratio=0.5,
                               size=lambda g: g[2], rng=random.Random(0))
-    assert len(f) == 1 and sum(g[2] for g in r) <= 20
+    # One fresh group of 4 at ratio 0.5 admits at most 4 replayed sequences, however much budget is left.
+    assert len(f) == 1 and sum(g[2] for g in r) == 4
 
 
 def test_bad_arguments() -> None:

@@ -185,8 +185,9 @@ def test_verify() -> None:
     right, wrong, unparsable = (DOMAIN.verify(task, r) for r in ("3 + 4 = 7", "3 + 4 = 8", "seven"))
     assert right.valid and right.score == 1.0 and right.success
     assert wrong.valid and wrong.score == 0.0 and not wrong.success
-    assert not unparsable.valid and unparsable.score is None
-    assert unparsable.error is not None and unparsable.error.kind is VerdictErrorKind.PARSE_ERROR
+    # No integer in the reply: a wrong answer (R_agent = 0), not an invalid verdict.
+    assert unparsable.valid and unparsable.score == 0.0 and not unparsable.success
+    assert unparsable.form_error is not None and unparsable.form_error.kind is VerdictErrorKind.PARSE_ERROR
     bad_task = DOMAIN.verify({"expression": "2 ** 99"}, "1")
     assert bad_task.error is not None and bad_task.error.kind is VerdictErrorKind.TASK_ERROR
     assert DOMAIN.verify(task, "7", success_threshold=0.5).success

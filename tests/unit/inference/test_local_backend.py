@@ -31,13 +31,15 @@ async def test_chat_returns_ids_logprobs_and_counts(tiny_model_dir: Path) -> Non
     assert c.latency_s > 0
 
 
-async def test_logprobs_match_a_direct_forward_pass(tiny_model_dir: Path) -> None:
-    """The returned logprob of each sampled token equals log_softmax of the model at that position."""
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+async def test_logprobs_match_a_direct_forward_pass(tiny_model_dir: Path, temperature: float) -> None:
+    """The returned logprob of each sampled token is that of the distribution it was sampled from:
+    log_softmax(logits / T) of the model at that position."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     backend = _backend(tiny_model_dir, seed=3)
     try:
-        c = await backend.complete("The answer is", temperature=1.0, max_tokens=10, logprobs=True)
+        c = await backend.complete("The answer is", temperature=temperature, max_tokens=10, logprobs=True)
     finally:
         await backend.aclose()
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
@@ -45,7 +47,7 @@ async def test_logprobs_match_a_direct_forward_pass(tiny_model_dir: Path) -> Non
     prompt = tok("The answer is", add_special_tokens=False).input_ids
     ids = torch.tensor([prompt + c.token_ids])
     with torch.no_grad():
-        logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+        logp = torch.log_softmax(model(ids).logits[0].float() / temperature, dim=-1)
     expected = [float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(c.token_ids)]
     assert c.token_logprobs == pytest.approx(expected, abs=1e-4)
 

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from genenv_trainer.training.data import (
     Example,
+    TooLongError,
     chat_prompt_ids,
     collate,
+    epoch_batches,
     make_example,
-    step_batches,
     text_completion_ids,
 )
 
@@ -60,28 +61,25 @@ def test_padding_sides(side: str) -> None:
     assert batch.position_ids[0][real[0]].tolist() == [0, 1, 2]
 
 
-def test_make_example_truncation() -> None:
+def test_an_example_too_long_is_refused_never_cut() -> None:
     assert make_example([1, 2, 3], [4, 5], 10) == Example([1, 2, 3], [4, 5])
-    ex = make_example(list(range(10)), [100, 101, 102, 103, 104, 105, 106, 107], 8)
-    assert ex.truncated and ex.prompt_ids == [6, 7, 8, 9] and ex.completion_ids == [100, 101, 102, 103]
-    ex = make_example(list(range(20)), [100], 8)
-    assert ex.prompt_ids == list(range(13, 20)) and ex.completion_ids == [100]
+    assert make_example([1, 2, 3], [4, 5], 5) == Example([1, 2, 3], [4, 5])
+    with pytest.raises(TooLongError):
+        make_example(list(range(10)), [100, 101, 102, 103, 104, 105, 106, 107], 8)
+    with pytest.raises(TooLongError):
+        make_example(list(range(20)), [100], 8)
     with pytest.raises(ValueError):
         make_example([1], [], 8)
 
 
-@given(n=st.integers(0, 30), bs=st.integers(1, 12), steps=st.integers(1, 6), seed=st.integers(0, 5))
-def test_step_batches(n: int, bs: int, steps: int, seed: int) -> None:
+@given(n=st.integers(0, 30), bs=st.integers(1, 12), max_steps=st.integers(1, 6), seed=st.integers(0, 5))
+def test_epoch_batches_make_one_pass_bounded_by_max_steps(n: int, bs: int, max_steps: int, seed: int) -> None:
     items = [object() for _ in range(n)]
-    batches = list(step_batches(items, batch_size=bs, steps=steps, rng=random.Random(seed)))
-    if n == 0:
-        assert batches == []
-        return
-    assert len(batches) == steps
-    for b in batches:
-        assert len(b) == min(bs, n)
-        assert len({id(x) for x in b}) == len(b)
-    # the first pass covers every item before any is reused
-    first_pass = [id(x) for b in batches for x in b][:n]
-    if steps * min(bs, n) >= n:
-        assert len(set(first_pass)) == n or math.ceil(n / bs) > steps
+    batches = epoch_batches(items, batch_size=bs, max_steps=max_steps, rng=random.Random(seed))
+    # As many steps as the data supports (one pass), never more than the bound.
+    assert len(batches) == min(max_steps, math.ceil(n / bs))
+    assert all(0 < len(b) <= bs for b in batches)
+    seen = [id(x) for b in batches for x in b]
+    assert len(set(seen)) == len(seen)  # no item twice in an epoch
+    if math.ceil(n / bs) <= max_steps:
+        assert len(seen) == n  # the whole pass fits: every item is seen once

@@ -13,7 +13,13 @@ from genenv.contracts.runs import AgentTrainConfig, SimulatorTrainConfig
 from genenv_trainer.records import Attempt, Generation, RolloutGroup
 from genenv_trainer.training import grpo, rwr
 from genenv_trainer.training.data import Example, chat_prompt_ids, collate, make_example, text_completion_ids
-from genenv_trainer.training.ops import k3_kl, masked_mean_per_row, reference_logprobs, token_logprobs
+from genenv_trainer.training.ops import (
+    NonFiniteError,
+    k3_kl,
+    masked_mean_per_row,
+    reference_logprobs,
+    token_logprobs,
+)
 
 CPU = torch.device("cpu")
 PROMPT = [{"role": "user", "content": "What is 7 + 5? Reply with the number only."}]
@@ -43,12 +49,31 @@ def _seq_logp(model: Any, examples: list[Example], pad_id: int) -> torch.Tensor:
         return masked_mean_per_row(token_logprobs(model, b), b.completion_mask)
 
 
-def test_token_logprobs_equal_log_softmax(policy: Any, tokenizer: Any) -> None:
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_token_logprobs_equal_log_softmax_at_the_sampling_temperature(
+    policy: Any, tokenizer: Any, temperature: float
+) -> None:
     b = collate(_examples(tokenizer, ["12", "thirteen"]), pad_id=tokenizer.pad_token_id)
-    got = token_logprobs(policy, b)
+    got = token_logprobs(policy, b, temperature=temperature)
     logits = policy(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=b.position_ids).logits
-    want = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, b.input_ids[:, 1:, None]).squeeze(-1)
+    scaled = logits[:, :-1].float() / (temperature if temperature > 0 else 1.0)  # T = 0 is greedy: the model's own
+    want = torch.log_softmax(scaled, -1).gather(-1, b.input_ids[:, 1:, None]).squeeze(-1)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_chunked_logprobs_and_their_gradient_equal_the_unchunked_ones(policy: Any, tokenizer: Any) -> None:
+    """The LM head runs a few positions at a time (checkpointed): values and gradients must not change."""
+    _perturb_adapter(policy)
+    b = collate(_examples(tokenizer, ["12", "The answer is 12."]), pad_id=tokenizer.pad_token_id)
+    whole = token_logprobs(policy, b, chunk_tokens=10_000)
+    whole.sum().backward()
+    g_whole = _grads(policy)
+    policy.zero_grad()
+    chunked = token_logprobs(policy, b, chunk_tokens=6)  # 3 positions per chunk for 2 rows
+    chunked.sum().backward()
+    assert torch.allclose(whole, chunked, atol=1e-5)
+    for a, c in zip(g_whole, _grads(policy), strict=True):
+        assert torch.allclose(a, c, rtol=1e-4, atol=1e-4 * float(a.abs().max())), float((a - c).abs().max())
 
 
 def test_left_and_right_padding_give_the_same_logprobs(policy: Any, tokenizer: Any) -> None:
@@ -108,7 +133,7 @@ def test_recorded_logprobs_are_used_only_when_they_match(tokenizer: Any) -> None
     ]
     scored, _ = grpo.score_groups([RolloutGroup(1, 0, attempts)])
     samples, counts = grpo.to_samples(scored, tokenizer, 256)
-    assert counts == {"sequences": 3, "ratio_fallback": 2, "truncated": 0}
+    assert counts == {"sequences": 3, "ratio_fallback": 2, "dropped_too_long": 0}
     assert samples[0].old_logprobs == [-0.5] * len(ids) and samples[1].old_logprobs is None
     assert samples[2].example.completion_ids == text_completion_ids(tokenizer, "14")
 
@@ -177,11 +202,41 @@ def test_train_grpo_raises_good_and_lowers_bad_completions(policy: Any, tokenize
     samples = _samples(tokenizer, [1.0, -1.0])
     ex = [s.example for s in samples]
     before = _seq_logp(policy, ex, tokenizer.pad_token_id)
-    cfg = AgentTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=3)
+    cfg = AgentTrainConfig(learning_rate=1e-2, batch_size=2, micro_batch_size=2, max_steps_per_epoch=3)
     out = grpo.train_grpo(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
     after = _seq_logp(policy, ex, tokenizer.pad_token_id)
-    assert out["steps"] == 3 and out["tokens"] > 0 and len(out["per_step"]) == 3
+    # One pass over two sequences in a batch of two: one step, under the bound of three.
+    assert out["steps"] == 1 and out["tokens"] > 0 and len(out["per_step"]) == 1
+    assert out["examples_seen"] == 2 and out["fresh_seen"] == 2 and out["replayed_seen"] == 0
     assert after[0] > before[0] and after[1] < before[1]
+
+
+def test_max_steps_bounds_the_pass(policy: Any, tokenizer: Any) -> None:
+    samples = _samples(tokenizer, [1.0, -1.0, 0.5, -0.5])
+    cfg = AgentTrainConfig(learning_rate=1e-3, batch_size=1, micro_batch_size=1, max_steps_per_epoch=3)
+    out = grpo.train_grpo(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
+    assert out["steps"] == 3 and out["planned_steps"] == 3 and out["examples_seen"] == 3
+
+
+@pytest.mark.parametrize("step", [0, 1])
+def test_a_nan_loss_fails_the_step_and_changes_no_weight(policy: Any, tokenizer: Any, step: int) -> None:
+    samples = _samples(tokenizer, [1.0, -1.0])
+    cfg = AgentTrainConfig(learning_rate=1e-3, batch_size=1, micro_batch_size=1, max_steps_per_epoch=2)
+    seen: list[int] = []
+    before: list[torch.Tensor] = []
+
+    def on_step(i: int, _stats: dict[str, float]) -> None:
+        seen.append(i)
+        before[:] = [p.detach().clone() for p in policy.parameters() if p.requires_grad]
+
+    if step == 0:
+        before = [p.detach().clone() for p in policy.parameters() if p.requires_grad]
+    with pytest.raises(NonFiniteError, match="loss=nan"):
+        grpo.train_grpo(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0),
+                        on_step=on_step, options=grpo.StepOptions(fault_nan_at_step=step))
+    assert seen == list(range(step))
+    after = [p.detach() for p in policy.parameters() if p.requires_grad]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
 
 
 def _rwr_samples(tokenizer: Any, weights: list[float]) -> list[rwr.RwrSample]:
@@ -193,19 +248,26 @@ def _rwr_samples(tokenizer: Any, weights: list[float]) -> list[rwr.RwrSample]:
     return samples
 
 
+def _anchors(policy: Any, tokenizer: Any, samples: list[rwr.RwrSample]) -> dict[int, list[float]]:
+    return rwr.start_logprobs(policy, samples, micro_batch_size=2, pad_id=tokenizer.pad_token_id, device=CPU)
+
+
 def test_rwr_loss_is_the_batch_normalised_weighted_nll(policy: Any, tokenizer: Any) -> None:
     samples = _rwr_samples(tokenizer, [3.0, 1.0])
     stats = rwr.rwr_loss_backward(policy, samples, micro_batch_size=1, kl_coef=0.0, kl_cap=10.0,
-                                  pad_id=tokenizer.pad_token_id, device=CPU)
+                                  pad_id=tokenizer.pad_token_id, device=CPU,
+                                  anchors=_anchors(policy, tokenizer, samples))
     g = _grads(policy)
     policy.zero_grad()
     b = collate([s.example for s in samples], pad_id=tokenizer.pad_token_id)
     nll = -masked_mean_per_row(token_logprobs(policy, b), b.completion_mask)
     want = (torch.tensor([1.5, 0.5]) * nll).mean()
     assert stats["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
+    assert stats["kl_to_start"] == pytest.approx(0.0, abs=1e-6)
     # Scaling every weight by the same factor changes nothing: weights are renormalised to mean 1 per batch.
-    rwr.rwr_loss_backward(policy, _rwr_samples(tokenizer, [30.0, 10.0]), micro_batch_size=2, kl_coef=0.0,
-                          kl_cap=10.0, pad_id=tokenizer.pad_token_id, device=CPU)
+    scaled = _rwr_samples(tokenizer, [30.0, 10.0])
+    rwr.rwr_loss_backward(policy, scaled, micro_batch_size=2, kl_coef=0.0, kl_cap=10.0,
+                          pad_id=tokenizer.pad_token_id, device=CPU, anchors=_anchors(policy, tokenizer, scaled))
     for a, c in zip(g, _grads(policy), strict=True):
         assert torch.allclose(a, c, atol=1e-6)
 
@@ -214,26 +276,57 @@ def test_rwr_raises_high_weight_generations_more(policy: Any, tokenizer: Any) ->
     samples = _rwr_samples(tokenizer, [1.9, 0.1])
     ex = [s.example for s in samples]
     before = _seq_logp(policy, ex, tokenizer.pad_token_id)
-    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=3, kl_coef=0.0)
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, max_steps_per_epoch=3,
+                               kl_coef=0.0)
     out = rwr.train_rwr(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
     gain = _seq_logp(policy, ex, tokenizer.pad_token_id) - before
-    assert out["steps"] == 3 and not out["early_stopped"]
+    assert out["steps"] == 1 and not out["early_stopped"]  # one pass over two generations in a batch of two
     assert gain[0] > gain[1]
 
 
 def test_kl_cap_stops_the_step_before_its_backward(policy: Any, tokenizer: Any) -> None:
-    _perturb_adapter(policy, scale=0.2)
+    samples = _rwr_samples(tokenizer, [1.0, 1.0])
+    anchors = _anchors(policy, tokenizer, samples)  # where the epoch started
+    _perturb_adapter(policy, scale=0.2)  # the steps already taken moved the policy
     with pytest.raises(rwr.KlCapExceeded) as info:
-        rwr.rwr_loss_backward(policy, _rwr_samples(tokenizer, [1.0, 1.0]), micro_batch_size=1, kl_coef=0.1,
-                              kl_cap=1e-9, pad_id=tokenizer.pad_token_id, device=CPU)
+        rwr.rwr_loss_backward(policy, samples, micro_batch_size=1, kl_coef=0.1, kl_cap=1e-9,
+                              pad_id=tokenizer.pad_token_id, device=CPU, anchors=anchors)
     assert info.value.kl > 1e-9
     assert all(float(g.abs().max()) == 0.0 for g in _grads(policy))
 
 
 def test_train_rwr_stops_early_and_records_it(policy: Any, tokenizer: Any) -> None:
-    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, steps_per_epoch=4, kl_cap=1e-7)
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=1, micro_batch_size=1, max_steps_per_epoch=4,
+                               kl_cap=1e-7)
     out = rwr.train_rwr(policy, _rwr_samples(tokenizer, [1.0, 1.0]), cfg, pad_id=tokenizer.pad_token_id,
                         device=CPU, rng=random.Random(0))
-    # Step 0 starts at the base model (KL exactly 0); after it the policy has moved and step 1 is refused.
+    # Step 0 starts where the epoch starts (KL exactly 0); after it the policy has moved and step 1 is refused.
     assert out["steps"] == 1 and out["early_stopped"] and out["stopped_at_step"] == 1
-    assert out["kl_at_stop"] > 1e-7 and out["planned_steps"] == 4
+    assert out["kl_at_stop"] > 1e-7 and out["planned_steps"] == 2
+
+
+def test_the_kl_cap_is_per_epoch_and_never_freezes_the_simulator(policy: Any, tokenizer: Any) -> None:
+    """Three epochs under a cap the first step already exceeds: each epoch still takes its first step, and the
+    policy keeps moving away from the initial model (the cap bounds each update, not the run)."""
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=1, micro_batch_size=1, max_steps_per_epoch=4,
+                               kl_cap=1e-7, kl_coef=0.0)
+    samples = _rwr_samples(tokenizer, [1.0, 1.0])
+    ex = [s.example for s in samples]
+    gains = []
+    for epoch in range(3):
+        before = _seq_logp(policy, ex, tokenizer.pad_token_id)
+        out = rwr.train_rwr(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU,
+                            rng=random.Random(epoch))
+        assert out["steps"] == 1 and out["early_stopped"] and out["stopped_at_step"] == 1
+        gains.append(float((_seq_logp(policy, ex, tokenizer.pad_token_id) - before).mean()))
+    assert all(g > 0 for g in gains)
+
+
+def test_rwr_nan_fails_before_the_update(policy: Any, tokenizer: Any) -> None:
+    cfg = SimulatorTrainConfig(learning_rate=3e-3, batch_size=2, micro_batch_size=2, max_steps_per_epoch=2)
+    before = [p.detach().clone() for p in policy.parameters() if p.requires_grad]
+    with pytest.raises(NonFiniteError):
+        rwr.train_rwr(policy, _rwr_samples(tokenizer, [1.0, 1.0]), cfg, pad_id=tokenizer.pad_token_id, device=CPU,
+                      rng=random.Random(0), fault_nan_at_step=0)
+    after = [p.detach() for p in policy.parameters() if p.requires_grad]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
