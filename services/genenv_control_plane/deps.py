@@ -17,6 +17,7 @@ from genenv.db.repositories.common import MAX_LIMIT
 from genenv.queue import make_celery
 from genenv.settings import GenEnvSettings
 from genenv_control_plane.enqueue import CeleryEnqueuer, Enqueuer, InProcessEnqueuer
+from genenv_control_plane.serving import BaseModelCheck
 
 _PING_TIMEOUT_S = 2.0
 
@@ -30,6 +31,7 @@ class ControlPlane:
     sessions: sessionmaker[Session]
     enqueuer: Enqueuer
     redis: redis.Redis[bytes] | None
+    base_model_check: BaseModelCheck
 
     @classmethod
     def build(cls, settings: GenEnvSettings, enqueuer: Enqueuer | None = None) -> ControlPlane:
@@ -42,7 +44,7 @@ class ControlPlane:
             )
         if enqueuer is None:
             enqueuer = InProcessEnqueuer() if settings.queue.eager else CeleryEnqueuer(make_celery(settings))
-        return cls(settings, engine, make_session_factory(engine), enqueuer, client)
+        return cls(settings, engine, make_session_factory(engine), enqueuer, client, BaseModelCheck(settings))
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

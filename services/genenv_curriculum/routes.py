@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
+from genenv.contracts.base import MAX_INT32
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import CurriculumConfig
@@ -18,7 +19,7 @@ router = APIRouter(prefix="/v1", tags=["curriculum"])
 
 _OVERRIDES = ("alpha", "beta", "k_min", "rwr_lambda", "use_beta_prior")
 RunId = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")]
-EpochIndex = Annotated[int, Path(ge=0)]
+EpochIndex = Annotated[int, Path(ge=0, le=MAX_INT32)]
 
 
 @router.post("/score", response_model=ScoreResponse)
@@ -54,7 +55,7 @@ def get_scores(run_id: RunId, epoch: EpochIndex, session: SessionDep) -> ScoreRe
 def get_task_ledger(
     run_id: RunId,
     session: SessionDep,
-    epoch: Annotated[int | None, Query(ge=0)] = None,
+    epoch: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     seed_id: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
     cursor: Cursor = None,
     limit: Limit = DEFAULT_PAGE,

@@ -36,6 +36,26 @@ def _store(resources: SimulatorResources, run_id: str, epoch: int, tasks: list[G
         task_repo.store_generated(session, run_id, epoch, tasks)
 
 
+class GenerationBudgetError(GenEnvError):
+    """A request asks for more generated tokens than one request may (simulator.max_request_tokens)."""
+
+    status_code = 422
+
+
+def _check_budget(body: GenerateRequest, limit: int) -> None:
+    # Checked before any work: the fields are bounded one by one, but their product is what costs model time.
+    seeds = max(1, len(body.seed_ids) + len(body.seeds))
+    asked = seeds * body.n * body.max_tokens
+    if asked > limit:
+        raise GenerationBudgetError(
+            f"{seeds} seed(s) × n={body.n} × max_tokens={body.max_tokens} = {asked} tokens exceeds this simulator's "
+            f"per-request budget of {limit} (simulator.max_request_tokens); send fewer seeds per request or lower "
+            "n or max_tokens",
+            param="max_tokens",
+            code="generation_budget_exceeded",
+        )
+
+
 @router.post(
     "/tasks:generate",
     response_model=GenerateResponse,
@@ -45,6 +65,7 @@ async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
     """Accepted and rejected tasks with reasons; with run_id and epoch they are stored (idempotently)."""
     # Variations already stored for (run, epoch, seed) are returned as stored and not generated again.
     resources: SimulatorResources = request.app.state.simulator
+    _check_budget(body, resources.settings.simulator.max_request_tokens)
     domain = resources.domain(body.domain)
     if (body.run_id is None) != (body.epoch is None):
         raise GenEnvError("run_id and epoch go together: give both to store, or neither", param="run_id")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from fastapi import Depends, Request
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from genenv.contracts.adapters import Role
+from genenv.contracts.adapters import Evaluation, Role
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.inference.base import InferenceBackend
 from genenv.settings import GenEnvSettings
@@ -26,6 +27,8 @@ class VerifierResources:
     owns_engine: bool
     backend: InferenceBackend | None = None
     owns_backend: bool = field(default=False)
+    # Evaluations running in this process, by idempotency key (see single_flight).
+    inflight: dict[str, asyncio.Future[Evaluation]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -50,6 +53,26 @@ class VerifierResources:
             self.backend = build_backend(self.settings, Role.AGENT)
             self.owns_backend = True
         return self.backend
+
+    async def single_flight(self, key: str, run: Callable[[], Awaitable[Evaluation]]) -> Evaluation:
+        """``run()`` once per key at a time: a caller arriving while it runs gets the same result (or error)."""
+        pending = self.inflight.get(key)
+        if pending is not None:
+            # shield: a waiter that disconnects must not cancel the evaluation the first caller is running.
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
+        self.inflight[key] = future
+        try:
+            result = await run()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so an error nobody else waited for is not logged twice
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self.inflight[key]
 
     def ping_database(self) -> None:
         """Readiness: the database answers a query."""

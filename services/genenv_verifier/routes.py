@@ -12,9 +12,10 @@ from genenv.benchmarks.registry import get_evaluator
 from genenv.contracts.adapters import EvaluateRequest, Evaluation
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerifyResponse
-from genenv.db.repositories import evaluations
+from genenv.db.engine import session_scope
+from genenv.db.repositories import evaluations, runs
 from genenv.settings import VerifierSettings
-from genenv_verifier.deps import ResourcesDep, SessionDep
+from genenv_verifier.deps import ResourcesDep, VerifierResources
 from genenv_verifier.parsing import parse_verify_request, request_body_doc
 from genenv_verifier.verification import verify_items
 
@@ -51,17 +52,30 @@ def _verify(body: bytes, limits: VerifierSettings) -> Response:
 
 
 @router.post("/benchmarks/{name}/evaluate", response_model=Evaluation)
-async def evaluate(
-    name: BenchmarkName, body: EvaluateRequest, resources: ResourcesDep, session: SessionDep
-) -> Evaluation:
-    """Run a benchmark with the configured inference backend, store the evaluation and return it."""
+async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: ResourcesDep) -> Evaluation:
+    """Run a benchmark with the configured inference backend, store the evaluation and return it.
+
+    Everything that can refuse the request (benchmark, split, run) is checked before the benchmark runs. With an
+    idempotency key, a stored evaluation is returned, and a request arriving while the same key is being evaluated
+    in this process waits for that evaluation instead of running the benchmark again.
+    """
     evaluator = get_evaluator(name)
-    if body.idempotency_key is not None:
-        existing = evaluations.get_by_idempotency_key(session, body.idempotency_key)
-        if existing is not None:
-            return evaluations.to_contract(existing)
     split = body.split or evaluator.default_split
     evaluator.check_split(split)
+    with session_scope(resources.sessions) as session:
+        if body.run_id is not None:
+            runs.get(session, body.run_id)
+        if body.idempotency_key is not None:
+            existing = evaluations.get_by_idempotency_key(session, body.idempotency_key)
+            if existing is not None:
+                return evaluations.to_contract(existing)
+    if body.idempotency_key is None:
+        return await _evaluate(name, body, split, resources)
+    return await resources.single_flight(body.idempotency_key, lambda: _evaluate(name, body, split, resources))
+
+
+async def _evaluate(name: str, body: EvaluateRequest, split: str, resources: VerifierResources) -> Evaluation:
+    evaluator = get_evaluator(name)
     report = await run_evaluation(
         evaluator,
         resources.inference(),
@@ -72,15 +86,17 @@ async def evaluate(
         concurrency=resources.settings.verifier.eval_concurrency,
         show_progress=False,
     )
-    row = evaluations.create_evaluation(
-        session,
-        benchmark=name,
-        split=report.split,
-        adapter=body.adapter,
-        metrics=report.metrics,
-        n_items=report.n_items,
-        run_id=body.run_id,
-        epoch=body.epoch,
-        idempotency_key=body.idempotency_key,
-    )
-    return evaluations.to_contract(row)
+    # Committed here, before single-flight waiters are answered: a later request then finds the stored row.
+    with session_scope(resources.sessions) as session:
+        row = evaluations.create_evaluation(
+            session,
+            benchmark=name,
+            split=report.split,
+            adapter=body.adapter,
+            metrics=report.metrics,
+            n_items=report.n_items,
+            run_id=body.run_id,
+            epoch=body.epoch,
+            idempotency_key=body.idempotency_key,
+        )
+        return evaluations.to_contract(row)

@@ -142,7 +142,7 @@ def test_every_curl_targets_a_real_route(doc: str, apps: Apps) -> None:
 
 BROKEN = """
 ```sh
-curl -sS -X DELETE "$GENENV_URL/v1/runs/$RUN" -H "$AUTH"
+curl -sS -X DELETE "$GENENV_URL/v1/runs/$RUN/epochs" -H "$AUTH"
 curl -sS "$GENENV_URL/v1/run/$RUN/epochs" -H "$AUTH"
 curl -sS "$GENENV_URL/v1/runs/$RUN/tasks?state=valid" -H "$AUTH"
 curl -sS "$GENENV_URL/v1/runs/$RUN/stats?kind=seeds" -H "$AUTH"
@@ -158,7 +158,7 @@ curl -sS "$SOMEWHERE/v1/runs"
 def test_the_curl_check_catches_broken_examples(apps: Apps) -> None:
     problems = curl_problems(BROKEN, apps)
     expected = [
-        "DELETE $GENENV_URL/v1/runs/$RUN: not a route",
+        "DELETE $GENENV_URL/v1/runs/$RUN/epochs: not a route",
         "GET $GENENV_URL/v1/run/$RUN/epochs: not a route",
         "query parameter 'state'",
         "kind=seeds is not one of",

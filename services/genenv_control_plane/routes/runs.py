@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from starlette.concurrency import run_in_threadpool
 
 from genenv.contracts.errors import UnavailableError
@@ -45,13 +45,34 @@ def get_run(run_id: RunId, cp: ControlPlaneDep) -> Run:
         return runs.to_contract(runs.get(session, run_id))
 
 
+@router.delete("/{run_id}", status_code=204, summary="Delete a run that is not running, with all its rows")
+def delete_run(run_id: RunId, cp: ControlPlaneDep) -> Response:
+    """Remove the run and its epochs, tasks, rollouts, verdicts, stats, scores, adapters rows and evaluations.
+
+    A running run is a 409: pause or cancel it first, so no worker writes under a run that is gone.
+    Adapter files in the adapter store are left on disk.
+    """
+    with cp.transaction() as session:
+        runs.delete(session, run_id)
+    return Response(status_code=204)
+
+
 def _apply(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
     with cp.transaction() as session:
         row = runs.apply_action(session, run_id, action)
     return runs.to_contract(row)
 
 
+def _get(cp: ControlPlane, run_id: str) -> Run:
+    with cp.transaction() as session:
+        return runs.to_contract(runs.get(session, run_id))
+
+
 async def _act(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
+    if action in ("start", "resume"):
+        # Before the transition: a run whose adapters the servers cannot serve correctly never starts.
+        current = await run_in_threadpool(_get, cp, run_id)
+        await cp.base_model_check.check(current.config.base_model)
     run = await run_in_threadpool(_apply, cp, run_id, action)
     # Only after the commit: a worker that receives the message must find the run already 'running'.
     if run.status is RunStatus.RUNNING:

@@ -104,14 +104,14 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
     @serve_app.command("simulator")
     def serve_simulator(
         host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", help="Port.")] = 8003,
+        port: Annotated[int, typer.Option("--port", help="Port.")] = 8001,
     ) -> None:
         """Start the simulator service (live task generator) with uvicorn."""
-        import uvicorn
-
+        from genenv.http.serve import serve
         from genenv_simulator.app import create_app
 
-        uvicorn.run(create_app(get_settings()), host=host, port=port)
+        settings = get_settings()
+        serve(create_app(settings), settings, host=host, port=port)
 
     @worker_app.command("rollout")
     def worker_rollout(

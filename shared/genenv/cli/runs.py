@@ -128,8 +128,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         ] = None,
     ) -> None:
         """Start the control-plane REST API (uvicorn)."""
-        import uvicorn
-
+        from genenv.http.serve import serve
         from genenv.logging import setup_logging
         from genenv_control_plane.app import create_app
 
@@ -139,7 +138,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             from genenv.db.migrate import upgrade
 
             upgrade(settings.database.url)
-        uvicorn.run(create_app(settings), host=host, port=port, log_config=None)
+        serve(create_app(settings), settings, host=host, port=port)
 
     @runs_app.command("create")
     def create(

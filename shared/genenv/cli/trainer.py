@@ -18,14 +18,11 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         port: Annotated[int, typer.Option(help="TCP port.")] = 8003,
     ) -> None:
         """Start the curriculum service (POST /v1/score, ledger and score queries) with uvicorn."""
-        import uvicorn
-
-        from genenv.logging import setup_logging
+        from genenv.http.serve import serve
         from genenv_curriculum.app import create_app
 
         settings = get_settings()
-        setup_logging(settings.logging)
-        uvicorn.run(create_app(settings), host=host, port=port, log_config=None)
+        serve(create_app(settings), settings, host=host, port=port)
 
     @worker_app.command("trainer")
     def worker_trainer(

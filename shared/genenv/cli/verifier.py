@@ -24,11 +24,11 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         port: Annotated[int, typer.Option("--port", help="Port.")] = 8002,
     ) -> None:
         """Start the verifier service (POST /v1/verify, POST /v1/benchmarks/{name}/evaluate) with uvicorn."""
-        import uvicorn
-
+        from genenv.http.serve import serve
         from genenv_verifier.app import create_app
 
-        uvicorn.run(create_app(get_settings()), host=host, port=port)
+        settings = get_settings()
+        serve(create_app(settings), settings, host=host, port=port)
 
     @bench_app.command("list")
     def bench_list() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.base import MAX_INT32, ReadModel, WriteModel
 
 
 class Role(enum.StrEnum):
@@ -88,9 +88,11 @@ class EvaluateRequest(WriteModel):
 
     adapter: str | None = Field(default=None, max_length=200, description="Agent adapter to evaluate; None = base.")
     split: str | None = Field(default=None, max_length=64, description="Benchmark split; None = its default.")
-    limit: int | None = Field(default=None, ge=1, description="Evaluate only this many items (round-robin).")
+    limit: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Evaluate only this many items (round-robin)."
+    )
     run_id: str | None = Field(default=None, max_length=32, description="Store the evaluation under this run.")
-    epoch: int | None = Field(default=None, ge=0)
+    epoch: int | None = Field(default=None, ge=0, le=MAX_INT32)
     idempotency_key: str | None = Field(
         default=None, max_length=300, description="An evaluation already stored under this key is returned, not rerun."
     )

@@ -7,15 +7,15 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.base import MAX_INT32, ReadModel, WriteModel
 
 
 class SuccessCounts(WriteModel):
     """k successes out of n valid attempts for one key (a task or a seed batch)."""
 
-    key: str = Field(min_length=1, description="Task id or seed id.")
-    k: int = Field(ge=0)
-    n: int = Field(ge=0)
+    key: str = Field(min_length=1, max_length=200, description="Task id or seed id.")
+    k: int = Field(ge=0, le=MAX_INT32)
+    n: int = Field(ge=0, le=MAX_INT32)
 
     @model_validator(mode="after")
     def _k_at_most_n(self) -> Self:
@@ -64,13 +64,13 @@ class CurriculumScore(ReadModel):
 class ScoreRequest(WriteModel):
     """Body of POST /v1/score: either a stored run epoch or raw counts."""
 
-    run_id: str | None = None
-    epoch: int | None = Field(default=None, ge=0)
-    counts: list[SuccessCounts] | None = None
+    run_id: str | None = Field(default=None, max_length=32)
+    epoch: int | None = Field(default=None, ge=0, le=MAX_INT32)
+    counts: list[SuccessCounts] | None = Field(default=None, max_length=100_000)
     alpha: float | None = Field(default=None, gt=0.0, lt=1.0, description="Override the run's α (raw counts).")
-    beta: float | None = Field(default=None, gt=0.0)
+    beta: float | None = Field(default=None, gt=0.0, le=1e6)
     k_min: float | None = Field(default=None, ge=0.0, le=0.5)
-    rwr_lambda: float | None = Field(default=None, ge=0.0)
+    rwr_lambda: float | None = Field(default=None, ge=0.0, le=100.0)
     use_beta_prior: bool | None = None
 
 

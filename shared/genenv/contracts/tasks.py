@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
-from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.base import MAX_INT32, ReadModel, WriteModel
 
 ChatMessage = dict[str, Any]
 """An OpenAI-style chat message: {"role": ..., "content": ...}."""
@@ -86,24 +86,28 @@ class InlineSeed(WriteModel):
 class SeedStats(WriteModel):
     """Recent success statistics of a seed, shown to the simulator so it can aim at the target."""
 
-    k: int = Field(ge=0)
-    n: int = Field(ge=0)
+    k: int = Field(ge=0, le=MAX_INT32)
+    n: int = Field(ge=0, le=MAX_INT32)
 
 
 class GenerateRequest(WriteModel):
     """Body of POST /v1/tasks:generate."""
 
-    domain: str = Field(min_length=1)
-    seed_ids: list[str] = Field(default_factory=list, max_length=256, description="Seed ids from the domain's split.")
+    domain: str = Field(min_length=1, max_length=64)
+    seed_ids: list[Annotated[str, StringConstraints(max_length=200)]] = Field(
+        default_factory=list, max_length=256, description="Seed ids from the domain's split."
+    )
     seeds: list[InlineSeed] = Field(default_factory=list, max_length=256, description="Seeds given inline.")
     n: int = Field(default=4, ge=1, le=64, description="Variations per seed (or tasks in total without seeds).")
     target_success: float | None = Field(default=None, gt=0.0, lt=1.0, description="Desired agent success rate.")
-    adapter: str | None = Field(default=None, description="Simulator adapter name; None = base model.")
+    adapter: str | None = Field(default=None, max_length=200, description="Simulator adapter name; None = base model.")
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     max_tokens: int = Field(default=256, ge=16, le=16384)
-    run_id: str | None = Field(default=None, description="Store the tasks under this run and epoch.")
-    epoch: int | None = Field(default=None, ge=0)
-    seed_stats: dict[str, SeedStats] = Field(default_factory=dict, description="Per seed id, recent k/n.")
+    run_id: str | None = Field(default=None, max_length=32, description="Store the tasks under this run and epoch.")
+    epoch: int | None = Field(default=None, ge=0, le=MAX_INT32)
+    seed_stats: dict[Annotated[str, StringConstraints(max_length=200)], SeedStats] = Field(
+        default_factory=dict, max_length=512, description="Per seed id, recent k/n."
+    )
 
 
 class GenerateResponse(ReadModel):

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from genenv.contracts.errors import GenEnvError, NotFoundError
+from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
 from genenv.db.models import RunRow, utcnow
@@ -96,6 +96,17 @@ def apply_action(session: Session, run_id: str, action: RunAction) -> RunRow:
     row.updated_at = utcnow()
     session.flush()
     return row
+
+
+def delete(session: Session, run_id: str) -> None:
+    """Delete a run that is not running with every row under it (foreign keys cascade); ConflictError if running."""
+    row = get(session, run_id, for_update=True)
+    if row.status == RunStatus.RUNNING.value:
+        raise ConflictError(
+            f"run {run_id} is running; pause or cancel it first, then delete it", param="run_id", code="run_running"
+        )
+    session.delete(row)
+    session.flush()
 
 
 def to_contract(row: RunRow) -> Run:

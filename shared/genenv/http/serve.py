@@ -1,0 +1,80 @@
+"""``serve``: run one HTTP service under uvicorn with the project's logging and connection timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import TimerHandle
+from typing import Any
+
+from fastapi import FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from genenv.logging import setup_logging
+from genenv.settings import GenEnvSettings
+
+
+class HeaderTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol plus a deadline for a request's headers.
+
+    uvicorn bounds only the idle time between requests, and cancels even that once any byte arrives, so a client
+    that sends half a request line holds the connection (and a file descriptor) for as long as it likes. The
+    deadline starts when the connection opens and after each response, and stops when the headers are complete.
+    """
+
+    header_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: TimerHandle | None = None
+
+    def _arm_header_deadline(self) -> None:
+        self._disarm_header_deadline()
+        self._header_deadline = self.loop.call_later(self.header_timeout_s, self._header_deadline_passed)
+
+    def _disarm_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _header_deadline_passed(self) -> None:
+        self._header_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Start the header deadline with the connection."""
+        super().connection_made(transport)
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Drop the deadline with the connection."""
+        self._disarm_header_deadline()
+        super().connection_lost(exc)
+
+    def on_headers_complete(self) -> None:
+        """The request's headers arrived in time."""
+        self._disarm_header_deadline()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        """The next request on this connection gets its own deadline."""
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline:
+            self._arm_header_deadline()
+
+
+def serve(app: FastAPI, settings: GenEnvSettings, *, host: str, port: int) -> None:
+    """Set up logging from settings and serve ``app`` until SIGINT/SIGTERM (one process, one event loop)."""
+    import uvicorn
+
+    setup_logging(settings.logging)
+    protocol = type("ConfiguredHeaderTimeoutProtocol", (HeaderTimeoutProtocol,),
+                    {"header_timeout_s": settings.http.header_timeout_s})
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_config=None,  # our handler (text or JSON, with request ids) instead of uvicorn's
+        http=protocol,
+        timeout_keep_alive=settings.http.keep_alive_s,
+    )
