@@ -1,7 +1,11 @@
 # GenEnv application image: control-plane, simulator, verifier, curriculum (HTTP services), orchestrator and
 # rollout workers (Celery), and the migration job. No torch: the package is installed without the train extra.
 # Build from the repository root: docker build -f deploy/docker/Dockerfile.app -t genenv/app:0.1.0 .
-FROM python:3.11.9-slim-bookworm AS build
+# PYTHON_IMAGE: any Debian bookworm image with Python 3.11 (scripts/images.sh passes one built from Debian packages
+# where no image registry is reachable).
+ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/venv
@@ -16,7 +20,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir . \
  && /opt/venv/bin/python -c "import genenv.settings, genenv.queue" \
  && if /opt/venv/bin/python -c "import torch" 2>/dev/null; then echo "torch must not be in the app image" >&2; exit 1; fi
 
-FROM python:3.11.9-slim-bookworm
+FROM ${PYTHON_IMAGE}
 RUN groupadd --system --gid 10001 genenv \
  && useradd --system --uid 10001 --gid genenv --home-dir /home/genenv --create-home --shell /usr/sbin/nologin genenv \
  && install -d -o genenv -g genenv /var/lib/genenv /var/lib/genenv/adapters /var/lib/genenv/models

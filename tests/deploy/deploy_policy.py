@@ -30,7 +30,16 @@ NAMESPACE = "genenv"
 # The Secrets that must be created out of band (docs/deployment.md documents every name and key).
 DOCUMENTED_SECRETS: dict[str, frozenset[str]] = {
     "genenv-secrets": frozenset(
-        {"GENENV_DATABASE__URL", "GENENV_AUTH__TOKENS", "GENENV_AUTH__CLIENT_TOKEN", "POSTGRES_PASSWORD", "HF_TOKEN"}
+        {
+            "GENENV_DATABASE__URL",
+            "GENENV_REDIS__URL",
+            "GENENV_AUTH__TOKENS",
+            "GENENV_AUTH__CLIENT_TOKEN",
+            "POSTGRES_PASSWORD",
+            "REDIS_PASSWORD",
+            "VLLM_API_KEY",
+            "HF_TOKEN",
+        }
     ),
 }
 
@@ -46,6 +55,7 @@ KNOWN_KINDS: dict[str, str] = {
     "Job": "batch/v1",
     "HorizontalPodAutoscaler": "autoscaling/v2",
     "PodDisruptionBudget": "policy/v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
 }
 CLUSTER_SCOPED = frozenset({"Namespace"})
 WORKLOAD_KINDS = frozenset({"Deployment", "Job"})
@@ -426,6 +436,130 @@ def check_storage(docs: list[dict[str, Any]], gpu_overlay: bool) -> list[str]:
     return errors
 
 
+# (client component, server component, server port name) that the network policies must allow ...
+REQUIRED_FLOWS: tuple[tuple[str, str, str], ...] = (
+    *((c, "postgres", "postgres") for c in (*API_DEPLOYMENTS, *WORKER_DEPLOYMENTS, "migrate")),
+    *((c, "redis", "redis") for c in (*API_DEPLOYMENTS, *WORKER_DEPLOYMENTS)),
+    *(
+        (c, v, "http")
+        for c in ("simulator", "verifier", "orchestrator", "rollout")
+        for v in ("vllm-agent", "vllm-simulator")
+    ),
+    *(("orchestrator", s, "http") for s in ("simulator", "verifier", "curriculum")),
+    ("any-pod", "control-plane", "http"),
+)
+# ... and flows they must deny (an unrelated pod, or a component that has no business there).
+FORBIDDEN_FLOWS: tuple[tuple[str, str, str], ...] = (
+    *(
+        ("any-pod", s, p)
+        for s, p in (
+            ("postgres", "postgres"),
+            ("redis", "redis"),
+            ("vllm-agent", "http"),
+            ("vllm-simulator", "http"),
+            ("simulator", "http"),
+            ("verifier", "http"),
+            ("curriculum", "http"),
+        )
+    ),
+    ("vllm-agent", "postgres", "postgres"),
+    ("migrate", "redis", "redis"),
+    ("control-plane", "vllm-agent", "http"),
+    ("rollout", "simulator", "http"),
+)
+
+
+def _matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels only; the manifests use no matchExpressions) against pod labels."""
+    selector = selector or {}
+    if selector.get("matchExpressions"):
+        raise ValueError("matchExpressions are not supported by this check")
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def _peer_matches(peer: dict[str, Any], labels: dict[str, str] | None) -> bool:
+    """Does a from/to peer admit a pod of this namespace with ``labels`` (None = a client outside the cluster)?"""
+    if "ipBlock" in peer:
+        return labels is None
+    if labels is None:
+        return False
+    return _matches(peer.get("podSelector"), labels)  # a namespaceSelector {} alone admits every pod too
+
+
+def _port_matches(rule: dict[str, Any], port: str, number: int | None) -> bool:
+    ports = rule.get("ports") or []
+    return not ports or any(p.get("port") in (port, number) for p in ports)
+
+
+def _allowed(
+    policies: list[dict[str, Any]],
+    direction: str,
+    own: dict[str, str],
+    other: dict[str, str] | None,
+    port: str,
+    number: int | None,
+) -> bool:
+    """NetworkPolicy semantics for one pod and one direction: isolated pods need a rule that admits the peer."""
+    peers_key = "from" if direction == "Ingress" else "to"
+    applicable = [
+        p for p in policies if _matches(p["spec"].get("podSelector"), own) and direction in p["spec"]["policyTypes"]
+    ]
+    if not applicable:
+        return True
+    for policy in applicable:
+        for rule in policy["spec"].get(direction.lower()) or []:
+            peers = rule.get(peers_key)
+            if (not peers or any(_peer_matches(peer, other) for peer in peers)) and _port_matches(rule, port, number):
+                return True
+    return False
+
+
+def flow_allowed(docs: list[dict[str, Any]], client: str, server: str, port: str) -> bool:
+    """Whether a pod of component ``client`` may open ``port`` (a named container port) on ``server``'s pods."""
+    workloads = {pod_labels(d).get("app.kubernetes.io/component"): d for d in docs if d.get("kind") in WORKLOAD_KINDS}
+    policies = list(by_kind(docs, "NetworkPolicy").values())
+    target = workloads[server]
+    number = next(
+        (
+            p.get("containerPort")
+            for c in pod_spec(target)["containers"]
+            for p in c.get("ports", []) or []
+            if p.get("name") == port
+        ),
+        None,
+    )
+    src = pod_labels(workloads[client]) if client in workloads else {"app.kubernetes.io/component": client}
+    dst = pod_labels(target)
+    return _allowed(policies, "Egress", src, dst, port, number) and _allowed(
+        policies, "Ingress", dst, src, port, number
+    )
+
+
+def check_network_policies(docs: list[dict[str, Any]]) -> list[str]:
+    """Default-deny for the whole namespace, the flows GenEnv needs allowed, and nothing beyond them."""
+    errors = []
+    policies = by_kind(docs, "NetworkPolicy")
+    deny = [
+        p
+        for p in policies.values()
+        if p["spec"].get("podSelector") in ({}, None)
+        and set(p["spec"].get("policyTypes", [])) == {"Ingress", "Egress"}
+        and not p["spec"].get("ingress")
+        and not p["spec"].get("egress")
+    ]
+    if not deny:
+        errors.append("NetworkPolicy: no default-deny (podSelector {} with policyTypes [Ingress, Egress], no rules)")
+    components = {pod_labels(d).get("app.kubernetes.io/component") for d in docs if d.get("kind") in WORKLOAD_KINDS}
+    for client, server, port in REQUIRED_FLOWS:
+        if server in components and (client in components or client == "any-pod"):
+            if not flow_allowed(docs, client, server, port):
+                errors.append(f"NetworkPolicy: {client} -> {server}:{port} is needed but not allowed")
+    for client, server, port in FORBIDDEN_FLOWS:
+        if server in components and flow_allowed(docs, client, server, port):
+            errors.append(f"NetworkPolicy: {client} -> {server}:{port} is allowed but must be denied")
+    return errors
+
+
 def check_all(docs: list[dict[str, Any]], overlay: str, known_env: set[str]) -> list[str]:
     """All Kubernetes policy checks for one rendered overlay."""
     gpu = overlay in GPU_OVERLAYS
@@ -439,6 +573,7 @@ def check_all(docs: list[dict[str, Any]], overlay: str, known_env: set[str]) -> 
         *check_containers(docs),
         *check_env_names(manifest_env_names(docs), known_env),
         *check_storage(docs, gpu),
+        *check_network_policies(docs),
     ]
 
 
@@ -577,4 +712,32 @@ def check_compose(rendered: dict[str, Any], profile: str | None, known_env: set[
             devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
             if not any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", []) for d in devices):
                 errors.append(f"service {name}: no NVIDIA GPU reservation in profile gpu")
+    return [*errors, *check_compose_security(rendered)]
+
+
+def check_compose_security(rendered: dict[str, Any]) -> list[str]:
+    """Secure defaults: loopback-only ports, auth required with tokens, vLLM API key, Redis password."""
+    errors = []
+    services = compose_services(rendered)
+    for name, svc in services.items():
+        env = svc.get("environment") or {}
+        for port in svc.get("ports") or []:
+            if port.get("published") and port.get("host_ip") != "127.0.0.1":
+                errors.append(
+                    f"service {name}: port {port.get('published')} is published on "
+                    f"{port.get('host_ip') or 'all interfaces'}, not 127.0.0.1"
+                )
+        if any(k.startswith("GENENV_") for k in env) and not name.startswith(("vllm-", "model")):
+            if str(env.get("GENENV_AUTH__REQUIRED", "")).lower() != "true":
+                errors.append(f"service {name}: GENENV_AUTH__REQUIRED is not true")
+            for key in ("GENENV_AUTH__TOKENS", "GENENV_AUTH__CLIENT_TOKEN", "GENENV_INFERENCE__API_KEY"):
+                if not env.get(key):
+                    errors.append(f"service {name}: {key} is not set")
+            if "@" not in str(env.get("GENENV_REDIS__URL", "@")):
+                errors.append(f"service {name}: GENENV_REDIS__URL carries no password")
+        if name.startswith("vllm-") and not env.get("VLLM_API_KEY"):
+            errors.append(f"service {name}: vLLM without VLLM_API_KEY (anyone could load LoRA adapters)")
+    redis = services.get("redis")
+    if redis is not None and "--requirepass" not in (redis.get("command") or []):
+        errors.append("service redis: no --requirepass")
     return errors

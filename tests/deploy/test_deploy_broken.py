@@ -129,7 +129,33 @@ def adapters_read_write_once(k8s: Path) -> None:
     )
 
 
+def network_policies_dropped(k8s: Path) -> None:
+    """The base no longer includes its NetworkPolicies: everything may reach everything."""
+    edit(k8s / "base/kustomization.yaml", "  - networkpolicy.yaml\n", "")
+
+
+def verifier_policy_missing(k8s: Path) -> None:
+    """The verifier's ingress policy is gone: default-deny cuts the orchestrator off."""
+    text = (k8s / "base/networkpolicy.yaml").read_text()
+    start = text.index("---\n# Verifier:")
+    end = text.index("---\n", start + 4)
+    (k8s / "base/networkpolicy.yaml").write_text(text[:start] + text[end:])
+
+
+def postgres_open_to_all(k8s: Path) -> None:
+    """Postgres admits any pod (its ingress rule loses the from list)."""
+    text = (k8s / "components/datastores/networkpolicy.yaml").read_text()
+    start = text.index("  name: postgres-ingress")
+    head, tail = text[:start], text[start:]
+    cut = tail.index("    - from:\n")
+    end = tail.index("      ports:\n", cut)
+    (k8s / "components/datastores/networkpolicy.yaml").write_text(head + tail[:cut] + "    - " + tail[end + 6 :])
+
+
 BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
+    "NetworkPolicies dropped": (network_policies_dropped, "NetworkPolicy: no default-deny"),
+    "verifier policy missing": (verifier_policy_missing, "orchestrator -> verifier:http is needed but not allowed"),
+    "postgres open to all": (postgres_open_to_all, "any-pod -> postgres:postgres is allowed but must be denied"),
     "gpu limit removed": (remove_gpu_limit, "Deployment/trainer: GPU workload without a nvidia.com/gpu limit"),
     "toleration removed": (drop_toleration, "does not tolerate the nvidia.com/gpu taint"),
     "HPA target missing": (hpa_to_missing_deployment, "scaleTargetRef Deployment/rollouts does not exist"),

@@ -48,11 +48,16 @@ def check_argv(argv: list[str], commands: dict[tuple[str, ...], set[str]]) -> st
 def command_lines(repo: Path, compose_bin: Path, rendered: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
     """Every genenv command line in compose (all profiles), the overlays and the Dockerfiles' CMDs."""
     lines: dict[str, list[str]] = {}
-    for profile in (None, "gpu", "cpu"):
+    hostnet = ["-f", str(repo / "deploy/compose/hostnet.yml")]
+    for profile, override in ((None, []), ("gpu", []), ("cpu", []), ("cpu", hostnet)):
         args = [
             str(compose_bin),
             "-f",
             str(repo / "docker-compose.yml"),
+            *override,
+            # Placeholder secrets: the compose file refuses to render without them.
+            "--env-file",
+            str(repo / "tests/deploy/compose-test.env"),
             *(["--profile", profile] if profile else []),
             "config",
             "--format",
@@ -63,7 +68,7 @@ def command_lines(repo: Path, compose_bin: Path, rendered: dict[str, list[dict[s
             for key in ("command", "entrypoint"):
                 argv = genenv_argv(list(svc.get(key) or []))
                 if argv is not None:
-                    lines[f"compose {name}.{key}"] = argv
+                    lines[f"compose{' hostnet' if override else ''} {name}.{key}"] = argv
     for overlay in OVERLAYS:
         for c in containers(rendered[overlay]):
             for key in ("command", "args"):

@@ -10,14 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_policy import check_compose, read_env_file
+from deploy_policy import check_compose, check_compose_security, read_env_file
 
 PROFILES = (None, "gpu", "cpu")
 
 
-def compose(compose_bin: Path, project: Path, profile: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+# Placeholder secrets: the compose file refuses to render without them (and a developer's own .env is not read).
+TEST_ENV = Path(__file__).with_name("compose-test.env")
+
+
+def compose(
+    compose_bin: Path, project: Path, profile: str | None, *args: str, env_file: Path | None = TEST_ENV
+) -> subprocess.CompletedProcess[str]:
     """Run the compose binary on project/docker-compose.yml."""
     cmd = [str(compose_bin), "-f", str(project / "docker-compose.yml")]
+    if env_file is not None:
+        cmd += ["--env-file", str(env_file)]
     if profile:
         cmd += ["--profile", profile]
     return subprocess.run([*cmd, *args], cwd=project, capture_output=True, text=True, check=False, timeout=60)
@@ -141,3 +149,77 @@ def test_compose_policy_catches_an_unknown_setting_and_a_missing_gpu(
     errors = check_compose(render(compose_bin, project, "gpu"), "gpu", known_env)
     assert any("GENENV_REDIS__URI is not a GenEnvSettings field" in e for e in errors)
     assert any("vllm-agent-gpu: no NVIDIA GPU reservation" in e for e in errors)
+
+
+@pytest.mark.parametrize("variable", ["POSTGRES_PASSWORD", "REDIS_PASSWORD", "VLLM_API_KEY", "GENENV_AUTH__TOKENS"])
+def test_compose_refuses_to_render_without_a_secret(
+    compose_bin: Path, repo: Path, tmp_path: Path, variable: str
+) -> None:
+    env = tmp_path / "partial.env"
+    lines = TEST_ENV.read_text().splitlines()
+    env.write_text("\n".join(line for line in lines if not line.startswith(f"{variable}=")) + "\n")
+    out = compose(compose_bin, repo, "cpu", "config", "-q", env_file=env)
+    assert out.returncode != 0 and f"set {variable} in .env" in out.stderr
+
+
+def test_compose_is_secure_by_default(compose_bin: Path, repo: Path) -> None:
+    services = render(compose_bin, repo, "cpu")["services"]
+    assert [(p["host_ip"], p["target"]) for p in services["control-plane"]["ports"]] == [("127.0.0.1", 8000)]
+    assert services["orchestrator"]["environment"]["GENENV_AUTH__REQUIRED"] == "true"
+    assert services["rollout"]["environment"]["GENENV_INFERENCE__API_KEY"] == "test-vllm-api-key"
+    assert services["vllm-agent-cpu"]["environment"]["VLLM_API_KEY"] == "test-vllm-api-key"
+    assert services["redis"]["command"][-2:] == ["--requirepass", "test-redis-password"]
+    assert "genenv:test-postgres-password@postgres" in services["migrate"]["environment"]["GENENV_DATABASE__URL"]
+
+
+def test_compose_security_policy_catches_open_ports_and_missing_keys(
+    compose_bin: Path, repo: Path, tmp_path: Path
+) -> None:
+    project = _copy_project(repo, tmp_path)
+    text = (project / "docker-compose.yml").read_text()
+    text = text.replace("${CONTROL_PLANE_BIND:-127.0.0.1}:", "").replace('GENENV_AUTH__REQUIRED: "true"', "")
+    (project / "docker-compose.yml").write_text(text)
+    vllm = project / "deploy" / "compose" / "vllm.yml"
+    vllm.write_text(vllm.read_text().replace("VLLM_API_KEY: ${VLLM_API_KEY", "VLLM_API_KEY_OFF: ${VLLM_API_KEY"))
+    errors = check_compose_security(render(compose_bin, project, "cpu"))
+    assert any("control-plane: port 8000 is published on all interfaces" in e for e in errors)
+    assert any("orchestrator: GENENV_AUTH__REQUIRED is not true" in e for e in errors)
+    assert any("vllm-agent-cpu: vLLM without VLLM_API_KEY" in e for e in errors)
+
+
+def test_hostnet_override_keeps_everything_on_loopback(compose_bin: Path, repo: Path) -> None:
+    out = subprocess.run(
+        [
+            str(compose_bin),
+            "-f",
+            str(repo / "docker-compose.yml"),
+            "-f",
+            str(repo / "deploy/compose/hostnet.yml"),
+            "--env-file",
+            str(TEST_ENV),
+            "--profile",
+            "cpu",
+            "config",
+            "--format",
+            "json",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    services = json.loads(out.stdout)["services"]
+    assert {n for n, s in services.items() if s.get("network_mode") != "host"} == set()
+    assert [n for n, s in services.items() if s.get("ports") or s.get("networks")] == []
+    listen: list[str] = []
+    for name, svc in services.items():
+        text = json.dumps([svc.get("command"), svc.get("environment"), svc.get("healthcheck")])
+        assert "0.0.0.0" not in text, f"{name} listens on all interfaces"
+        urls = re.findall(r"(?:https?|redis|postgresql\+psycopg)://(?:[^@\s\"]*@)?([^:/\s\"]+)", text)
+        assert set(urls) <= {"127.0.0.1"}, f"{name} talks to {set(urls)}"
+        listen += re.findall(r'"--port", "(\d+)"', text)
+    assert len(listen) == len(set(listen)) == 7  # redis, four APIs, two vLLM servers: each on its own port
+    assert services["postgres"]["image"].startswith("genenv-local/")
+    assert services["redis"]["command"][:5] == ["redis-server", "--bind", "127.0.0.1", "--port", "16379"]

@@ -70,6 +70,14 @@ def test_app_image_has_no_torch_and_trainer_image_has_the_train_extra(repo: Path
     assert '".[train]"' in trainer and "TORCH_INDEX_URL" in trainer
 
 
+@pytest.mark.parametrize("name", ["Dockerfile.app", "Dockerfile.trainer", "Dockerfile.vllm-cpu"])
+def test_python_images_take_their_base_as_a_build_argument(repo: Path, name: str) -> None:
+    instructions = parse_dockerfile((repo / "deploy/docker" / name).read_text())
+    assert instructions[0].op == "ARG" and instructions[0].args == "PYTHON_IMAGE=python:3.11.9-slim-bookworm"
+    froms = [i.args.split()[0] for i in instructions if i.op == "FROM"]
+    assert froms and set(froms) == {"${PYTHON_IMAGE}"}
+
+
 def test_vllm_images_take_their_pins_from_versions_env(repo: Path) -> None:
     gpu = (repo / "deploy/docker/Dockerfile.vllm").read_text()
     cpu = (repo / "deploy/docker/Dockerfile.vllm-cpu").read_text()
@@ -80,8 +88,10 @@ def test_vllm_images_take_their_pins_from_versions_env(repo: Path) -> None:
 
 BROKEN = {
     "root user": ("USER 10001:10001", "USER root"),
-    "unpinned base": ("FROM python:3.11.9-slim-bookworm\nRUN groupadd", "FROM python\nRUN groupadd"),
-    "latest base": ("FROM python:3.11.9-slim-bookworm\nRUN groupadd", "FROM python:latest\nRUN groupadd"),
+    # The base is a build argument (scripts/images.sh passes a locally built one); its default must stay pinned.
+    "unpinned base": ("ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm", "ARG PYTHON_IMAGE=python"),
+    "latest base": ("ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm", "ARG PYTHON_IMAGE=python:latest"),
+    "base argument without a default": ("ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm", "ARG PYTHON_IMAGE"),
     "no health check": ("HEALTHCHECK", "# HEALTHCHECK"),
     "ADD of a URL": (
         "COPY deploy/scripts /opt/genenv/scripts",
@@ -110,7 +120,7 @@ def test_hadolint_fails_on_a_broken_dockerfile(hadolint_bin: Path, repo: Path, t
     text = (repo / "deploy/docker/Dockerfile.app").read_text()
     broken = tmp_path / "Dockerfile"
     broken.write_text(
-        text.replace("FROM python:3.11.9-slim-bookworm AS build", "FROM python:latest AS build").replace(
+        text.replace("FROM ${PYTHON_IMAGE} AS build", "FROM python:latest AS build").replace(
             "USER 10001:10001", "USER root"
         )
     )

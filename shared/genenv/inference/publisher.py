@@ -53,10 +53,19 @@ class VLLMAdapterServer:
     """vLLM's runtime LoRA endpoints (needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True on the server)."""
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 120.0, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
-        self._client = httpx.AsyncClient(base_url=self._base_url, timeout=timeout_s, transport=transport)
+        # vLLM's --api-key guards every /v1 route, the LoRA load/unload endpoints included.
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self._base_url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     @property
     def server_id(self) -> str:
