@@ -1,11 +1,16 @@
-"""Trainer speed on CPU, one run, one table.
+"""Trainer speed and memory on CPU, one run, two tables.
 
-Seconds per optimiser step and peak RSS of train_agent (GRPO) and train_simulator (RWR) on the real
-SmolLM2-135M at sequence 256 × batch 8 (bf16 base, LoRA r16 on q/k/v/o, each job in its own process so the
-peaks do not mix), and the time from "adapter written" to "served by vLLM" (POST /v1/load_lora_adapter, then the
-first completion through the adapter; also an in-place swap of a new version under the same name).
+1. Seconds per optimiser step and peak RSS of train_agent (GRPO) and train_simulator (RWR) on the real
+   SmolLM2-135M at sequence 256 × batch 8 (bf16 base, LoRA r16 on q/k/v/o, each job in its own process so the
+   peaks do not mix), and the time from "adapter written" to "served by vLLM" (POST /v1/load_lora_adapter, then
+   the first completion through the adapter; also an in-place swap of a new version under the same name).
+2. Peak training memory of one GRPO step (batch 1) at 256, 1,024 and 2,048 tokens per sequence: RSS above the
+   loaded model, its ratio to the 256-token figure, and the linear limit (the ratio of the lengths). Chunked
+   log-probs and gradient checkpointing keep it at or under linear: no [T, vocab] fp32 logits, no per-layer
+   activations kept for the whole sequence.
 
     python bench/train_step.py [--model DIR] [--threads 2] [--steps 3] [--vllm-url http://127.0.0.1:8100]
+                               [--seq-lens 256,1024,2048] [--no-vllm]
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ TEXT = (
 )
 
 
+def _examples(tok: Any, n: int, seq: int) -> list[Any]:
+    """n (prompt, completion) examples of exactly ``seq`` tokens, half prompt and half completion."""
+    from genenv_trainer.training.data import Example
+
+    ids = tok(TEXT * 8, add_special_tokens=False)["input_ids"]
+    stream = (ids * (1 + (seq + 7 * n) // len(ids)))[: seq + 7 * n]
+    half = seq // 2
+    return [Example(stream[i : i + half], stream[i + half : i + seq]) for i in range(0, 7 * n, 7)]
+
+
 def measure(role: str, model: Path, threads: int, steps: int, store: Path) -> dict[str, Any]:
     """Train ``steps`` optimiser steps of one role on synthetic 256-token sequences; runs in a child process."""
     import random
@@ -40,23 +55,22 @@ def measure(role: str, model: Path, threads: int, steps: int, store: Path) -> di
     from genenv.contracts.adapters import Role
     from genenv.contracts.runs import AgentTrainConfig, LoraConfig, SimulatorTrainConfig
     from genenv_trainer.training import grpo, rwr
-    from genenv_trainer.training.data import Example
     from genenv_trainer.training.lora import load_policy, load_tokenizer, save_adapter
     from genenv_trainer.training.ops import peak_memory
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     tok = load_tokenizer(model)
-    ids = tok(TEXT * 20, add_special_tokens=False)["input_ids"]
-    half = SEQ // 2
-    examples = [Example(ids[i : i + half], ids[i + half : i + SEQ]) for i in range(0, BATCH * 7, 7)]
+    # One pass over BATCH × steps sequences in batches of BATCH: exactly ``steps`` optimiser steps.
+    examples = _examples(tok, BATCH * steps, SEQ)
     device = torch.device("cpu")
     policy = load_policy(model, LoraConfig(), None, device=device, dtype="bfloat16")
     rng = random.Random(0)
     with peak_memory(device) as peak:
         if role == "agent":
             samples = [grpo.GrpoSample(e, 1.0 if i % 2 else -1.0, None) for i, e in enumerate(examples)]
-            cfg = AgentTrainConfig(learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH, max_steps_per_epoch=steps)
+            cfg = AgentTrainConfig(learning_rate=1e-4, batch_size=BATCH, micro_batch_size=BATCH,
+                                   max_steps_per_epoch=steps)
             out = grpo.train_grpo(policy, samples, cfg, pad_id=tok.pad_token_id, device=device, rng=rng)
         else:
             rsamples = [rwr.RwrSample(e, 1.5 if i % 2 else 0.5) for i, e in enumerate(examples)]
@@ -76,6 +90,35 @@ def measure(role: str, model: Path, threads: int, steps: int, store: Path) -> di
         "peak_rss_mb": peak.rss_mb,
         "adapter": str(path),
     }
+
+
+def measure_memory(model: Path, threads: int, seq: int, checkpointing_min_tokens: int) -> dict[str, Any]:
+    """Peak RSS of one GRPO step on one ``seq``-token sequence, above the RSS with the model loaded."""
+    import random
+
+    import torch
+
+    from genenv.contracts.runs import AgentTrainConfig, LoraConfig
+    from genenv_trainer.training import grpo
+    from genenv_trainer.training.lora import load_policy, load_tokenizer
+    from genenv_trainer.training.ops import current_rss_mb, peak_memory
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    tok = load_tokenizer(model)
+    device = torch.device("cpu")
+    policy = load_policy(model, LoraConfig(), None, device=device, dtype="bfloat16")
+    samples = [grpo.GrpoSample(e, 1.0, None) for e in _examples(tok, 1, seq)]
+    cfg = AgentTrainConfig(learning_rate=1e-4, batch_size=1, micro_batch_size=1, max_steps_per_epoch=1,
+                           max_seq_len=max(seq, 32))
+    options = grpo.StepOptions(temperature=0.7, checkpointing_min_tokens=checkpointing_min_tokens)
+    loaded = current_rss_mb()
+    start = time.perf_counter()
+    with peak_memory(device, interval_s=0.01) as peak:
+        grpo.train_grpo(policy, samples, cfg, pad_id=tok.pad_token_id, device=device, rng=random.Random(0),
+                        options=options)
+    return {"seq": seq, "loaded_mb": loaded, "peak_mb": peak.rss_mb, "above_mb": peak.rss_mb - loaded,
+            "seconds": time.perf_counter() - start}
 
 
 def served(vllm_url: str, adapter: str) -> dict[str, float]:
@@ -110,9 +153,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--vllm-url", default="http://127.0.0.1:8100")
-    parser.add_argument("--measure", choices=["agent", "simulator"], help=argparse.SUPPRESS)
+    parser.add_argument("--seq-lens", default="256,1024,2048", help="Sequence lengths of the memory table.")
+    parser.add_argument("--checkpointing-min-tokens", type=int, default=1024,
+                        help="Gradient checkpointing from this sequence length on (the trainer's default; 0 = off).")
+    parser.add_argument("--no-vllm", action="store_true", help="Skip the adapter → vLLM timing (no server needed).")
+    parser.add_argument("--measure", choices=["agent", "simulator", "memory"], help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure == "memory":
+        print(json.dumps(measure_memory(args.model, args.threads, args.seq, args.checkpointing_min_tokens)))
+        return
     if args.measure:
         print(json.dumps(measure(args.measure, args.model, args.threads, args.steps, args.store)))
         return
@@ -137,7 +188,13 @@ def main() -> None:
             ]
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        vllm = served(args.vllm_url, rows[-1]["adapter"])
+        vllm = None if args.no_vllm else served(args.vllm_url, rows[-1]["adapter"])
+    memory = []
+    for seq in [int(x) for x in args.seq_lens.split(",")]:
+        cmd = [sys.executable, __file__, "--measure", "memory", "--model", str(args.model), "--threads",
+               str(args.threads), "--seq", str(seq), "--checkpointing-min-tokens", str(args.checkpointing_min_tokens)]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        memory.append(json.loads(done.stdout.strip().splitlines()[-1]))
 
     print(
         f"\nTrainer step benchmark — SmolLM2-135M bf16, LoRA r16 q/k/v/o, seq {SEQ} × batch {BATCH}, CPU, "
@@ -151,6 +208,15 @@ def main() -> None:
             f"{job:<16}{r['steps']:>6}{r['first_step_s']:>14.2f}{r['median_rest_s']:>15.2f}"
             f"{r['tokens_per_step']:>13.0f}{r['peak_rss_mb']:>13.0f}"
         )
+    base = memory[0]
+    print(f"\nPeak memory of one GRPO step, batch 1 (gradient checkpointing from {args.checkpointing_min_tokens} "
+          "tokens; log-probs in chunks of 1,024 positions)")
+    print(f"{'tokens/seq':>10}{'model MB':>10}{'peak MB':>10}{'above model MB':>16}{'ratio':>8}{'linear':>8}{'s':>7}")
+    for m in memory:
+        print(f"{m['seq']:>10}{m['loaded_mb']:>10.0f}{m['peak_mb']:>10.0f}{m['above_mb']:>16.0f}"
+              f"{m['above_mb'] / max(base['above_mb'], 1e-9):>8.2f}{m['seq'] / base['seq']:>8.2f}{m['seconds']:>7.1f}")
+    if vllm is None:
+        return
     print(
         f"adapter → vLLM ({args.vllm_url}): load_lora_adapter {vllm['load_s'] * 1000:.0f} ms, written → first "
         f"answer {vllm['written_to_served_s'] * 1000:.0f} ms; in-place swap {vllm['inplace_load_s'] * 1000:.0f} ms, "

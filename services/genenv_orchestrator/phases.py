@@ -6,6 +6,7 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 
@@ -17,7 +18,7 @@ from genenv.contracts.scores import ScoreRequest
 from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskStatus
 from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, VerdictRow
-from genenv.db.repositories import adapters, ledger, rollouts, tasks, train_jobs
+from genenv.db.repositories import adapters, rollouts, train_jobs
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.seeds import epoch_seeds
@@ -52,51 +53,50 @@ def _aware(ts: datetime | None) -> datetime | None:
 
 
 async def generate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
-    """Store the epoch's seeds and n simulator variations per seed (or the seeds themselves in agent_only)."""
+    """Store the epoch's seeds and n simulator variations per seed (or the seeds themselves in agent_only).
+
+    static_augmentation writes its whole fixed set before training, at epoch 0: static_variations per seed for the
+    seeds of every epoch (the same seeds the other modes draw), each epoch's tasks stored under that epoch.
+    """
     cfg = run.config
+    static = cfg.mode is RunMode.STATIC_AUGMENTATION
+    if static and epoch > 0:
+        return PhaseResult.DONE  # generated at epoch 0, before any training
+    epochs = range(cfg.epochs) if static else range(epoch, epoch + 1)
     with session_scope(ctx.session_factory) as s:
-        seeds = [(r.seed_id, r.payload) for r in epoch_seeds(s, run.id, epoch, cfg, ctx.benchmarks_dir)]
-        done = q.seeds_with_tasks(s, run.id, epoch)
+        todo: list[tuple[int, list[tuple[str, dict[str, Any], SeedStats | None]]]] = []
+        for e in epochs:
+            seeds = epoch_seeds(s, run.id, e, cfg, ctx.benchmarks_dir)
+            done = q.seeds_with_tasks(s, run.id, e)
+            todo.append((e, [(r.seed_id, r.payload, None if r.context is None else SeedStats(**r.context))
+                             for r in seeds if r.seed_id not in done]))
         sim_adapter = q.latest_adapter_name(s, run.id, Role.SIMULATOR) if cfg.trains_simulator else None
-        # The ledger over all epochs: this epoch has no verdicts yet, so these are the earlier epochs' counts.
-        history = {e.key: (e.k, e.n) for e in ledger.seed_ledger(s, run.id) if e.n}
-        missing = [(sid, payload) for sid, payload in seeds if sid not in done]
         if cfg.mode is RunMode.AGENT_ONLY:
-            for sid, payload in missing:
+            for sid, payload, _ in todo[0][1]:
                 s.add(TaskRow(run_id=run.id, epoch=epoch, seed_id=sid, domain=cfg.domain, variation=0,
                               status=TaskStatus.VALID.value, payload=payload, raw_text="", prompt_messages=[]))
             return PhaseResult.DONE
-        if cfg.mode is RunMode.STATIC_AUGMENTATION and epoch > 0:
-            # The fixed augmented set of epoch 0 is trained on again; new rows keep rollouts keyed per epoch.
-            wanted = {sid for sid, _ in missing}
-            for t in tasks.valid_tasks(s, run.id, 0):
-                if t.seed_id in wanted:
-                    s.add(TaskRow(run_id=run.id, epoch=epoch, seed_id=t.seed_id, domain=t.domain,
-                                  variation=t.variation, status=t.status, payload=t.payload, raw_text=t.raw_text,
-                                  prompt_messages=t.prompt_messages, generator_adapter=t.generator_adapter,
-                                  prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens))
-            return PhaseResult.DONE
-    if sim_adapter is not None and missing:
+    if sim_adapter is not None and any(missing for _, missing in todo):
         # A restarted vLLM server (or a fresh in-process backend) has forgotten the simulator's adapter.
         await ctx.publisher.ensure_latest(run.id, Role.SIMULATOR)
-    n = cfg.static_variations if cfg.mode is RunMode.STATIC_AUGMENTATION else cfg.variations_per_seed
-    for start in range(0, len(missing), ctx.generate_chunk):
-        chunk = missing[start : start + ctx.generate_chunk]
-        await ctx.simulator.generate(
-            GenerateRequest(
-                domain=cfg.domain,
-                seeds=[InlineSeed(id=sid, payload=payload) for sid, payload in chunk],
-                n=n,
-                target_success=cfg.curriculum.alpha,
-                adapter=sim_adapter,
-                temperature=cfg.simulator_temperature,
-                max_tokens=cfg.max_task_tokens,
-                run_id=run.id,
-                epoch=epoch,
-                seed_stats={sid: SeedStats(k=k, n=nn) for sid, (k, nn) in history.items()
-                            if sid in {c[0] for c in chunk}},
+    n = cfg.static_variations if static else cfg.variations_per_seed
+    for e, missing in todo:
+        for start in range(0, len(missing), ctx.generate_chunk):
+            chunk = missing[start : start + ctx.generate_chunk]
+            await ctx.simulator.generate(
+                GenerateRequest(
+                    domain=cfg.domain,
+                    seeds=[InlineSeed(id=sid, payload=payload) for sid, payload, _ in chunk],
+                    n=n,
+                    target_success=cfg.curriculum.alpha,
+                    adapter=sim_adapter,
+                    temperature=cfg.simulator_temperature,
+                    max_tokens=cfg.max_task_tokens,
+                    run_id=run.id,
+                    epoch=e,
+                    seed_stats={sid: stats for sid, _, stats in chunk if stats is not None},
+                )
             )
-        )
     return PhaseResult.DONE
 
 

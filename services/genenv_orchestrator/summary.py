@@ -9,11 +9,14 @@ from sqlalchemy.orm import Session
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochSummary
+from genenv.contracts.runs import RunMode
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import (
     CurriculumScoreRow,
     EvaluationRow,
     RolloutRow,
+    RunRow,
+    SeedRow,
     TaskRow,
     TrainJobRow,
     VerdictRow,
@@ -57,6 +60,33 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
             func.coalesce(func.sum(per_task.c.n), 0),
         )
     ).one()
+    with_variance, groups = session.execute(
+        select(
+            func.coalesce(func.sum(case((and_(per_task.c.k > 0, per_task.c.k < per_task.c.n), 1), else_=0)), 0),
+            func.count(per_task.c.task_id),
+        )
+    ).one()
+    malformed = session.scalar(
+        select(func.count(VerdictRow.id))
+        .join(RolloutRow, RolloutRow.id == VerdictRow.rollout_id)
+        .join(TaskRow, TaskRow.id == RolloutRow.task_id)
+        .where(in_epoch, VerdictRow.valid.is_(True), VerdictRow.error_kind.is_not(None))
+    )
+    seeds_with_stats, seeds_total = session.execute(
+        select(func.count(SeedRow.context), func.count(SeedRow.id))
+        .where(SeedRow.run_id == run_id, SeedRow.epoch == epoch)
+    ).one()
+    # Generated so far: the summary is written at CLOSE, before the next epoch generates, so every task row of
+    # the run was written by now (static_augmentation writes all of its tasks at epoch 0); agent_only's rows are
+    # the seeds themselves, not generations.
+    run = session.get(RunRow, run_id)
+    generated = 0 if run is None or run.config.get("mode") == RunMode.AGENT_ONLY.value else session.scalar(
+        select(func.count(TaskRow.id)).where(TaskRow.run_id == run_id)
+    )
+    rollouts_so_far = session.scalar(
+        select(func.count(RolloutRow.id)).join(TaskRow, TaskRow.id == RolloutRow.task_id)
+        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch)
+    )
     rollouts, rollout_errors, mean_prompt, mean_response = session.execute(
         select(
             func.count(RolloutRow.id),
@@ -97,6 +127,13 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
         rollouts=int(rollouts),
         rollout_errors=int(rollout_errors),
         verifier_errors=int(verifier_errors or 0),
+        malformed_responses=int(malformed or 0),
+        groups_with_variance_share=int(with_variance) / int(groups) if groups else None,
+        prompts_with_stats_share=int(seeds_with_stats) / int(seeds_total)
+        if seeds_total and run is not None and run.config.get("mode") != RunMode.AGENT_ONLY.value else None,
+        generated_tasks_so_far=int(generated or 0),
+        rollouts_so_far=int(rollouts_so_far or 0),
+        simulator_kl_capped=bool(train_metrics.get("train_simulator", {}).get("early_stopped")),
         agent_adapter_version=None if agent is None else agent.version,
         simulator_adapter_version=None if simulator is None else simulator.version,
         benchmark_scores=scores,

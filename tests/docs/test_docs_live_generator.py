@@ -104,7 +104,8 @@ def _attempts(s: Session, task_id: int, replies: list[str]) -> None:
         s.add(
             VerdictRow(
                 rollout_id=rollout.id, valid=verdict.valid, score=verdict.score, success=verdict.success,
-                error_kind=verdict.error.kind.value if verdict.error else None,
+                error_kind=(verdict.error or verdict.form_error).kind.value
+                if verdict.error or verdict.form_error else None,
             )
         )
 
@@ -141,8 +142,9 @@ def test_export_writes_the_documented_columns(exported_db: tuple[str, str], tmp_
         assert row["reward_model"]["style"] == "rule"
     valid, rejected = rows
     # n counts valid verdicts only: "nineteen" has no integer, so its verdict is invalid and left out.
-    assert (valid["extra_info"]["n"], valid["extra_info"]["k"]) == (3, 2)
-    assert valid["extra_info"]["p_hat"] == pytest.approx(2 / 3) and valid["extra_info"]["p_beta"] == pytest.approx(0.6)
+    # "nineteen" has no integer: a wrong answer that counts (METHOD.md Eq. 1), so 2 of 4.
+    assert (valid["extra_info"]["n"], valid["extra_info"]["k"]) == (4, 2)
+    assert valid["extra_info"]["p_hat"] == pytest.approx(0.5) and valid["extra_info"]["p_beta"] == pytest.approx(0.5)
     assert valid["prompt"] == [{"role": "user", "content": "What is 12 + 7? Reply with the number only."}]
     assert rejected["prompt"] == [] and rejected["extra_info"]["rejection_reason"] == "not_json"
 

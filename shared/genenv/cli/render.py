@@ -14,21 +14,24 @@ def _f(value: float | None, digits: int = 2) -> str:
 def epoch_table(
     epochs: list[Epoch], *, title: str = "Epochs", alpha: float | None = None, k_min: float = 0.1
 ) -> Table:
-    """One row per epoch: p̂ (green inside α ± k_min), in-band share, lengths, solved/unsolved, adapters, time.
+    """One row per epoch: p̂ (green inside α ± k_min), in-band share, tasks, solved/unsolved, malformed replies,
+    share of GRPO groups with reward variance, share of simulator prompts with statistics, optimiser steps per role,
+    lengths, adapters, time.
 
     The caption says why a role was not trained in an epoch (no in-band seed batch, the KL cap, …): an adapter
     version that stops rising is the first thing a user asks about.
     """
     table = Table(title=title, header_style="bold", caption="\n".join(untrained_notes(epochs)) or None,
                   caption_justify="left")
-    for col in ("epoch", "phase", "p̂", "in-band", "tasks ok/rej", "solved/unsolved", "prompt tok",
-                "response tok", "agent v", "sim v", "seconds"):
+    for col in ("epoch", "phase", "p̂", "in-band", "tasks ok/rej", "solved/unsolved", "malformed", "var groups",
+                "ctx", "steps a/s", "prompt tok", "response tok", "agent v", "sim v", "seconds"):
         table.add_column(col, justify="right", no_wrap=True)
     for e in epochs:
         s = e.summary
         if s is None:
-            table.add_row(str(e.index), e.phase.value, *["…"] * 9)
+            table.add_row(str(e.index), e.phase.value, *["…"] * 13)
             continue
+        steps = [s.train_metrics.get(kind, {}).get("steps") for kind in ("train_agent", "train_simulator")]
         p = _f(s.p_hat)
         if alpha is not None and s.p_hat is not None and abs(s.p_hat - alpha) <= k_min:
             p = f"[green]{p}[/green]"
@@ -39,6 +42,10 @@ def epoch_table(
             _f(s.in_band_share),
             f"{s.tasks_valid}/{s.tasks_rejected}",
             f"{s.tasks_solved}/{s.tasks_unsolved}",
+            str(s.malformed_responses),
+            _f(s.groups_with_variance_share),
+            _f(s.prompts_with_stats_share),
+            "/".join("—" if n is None else str(n) for n in steps),
             _f(s.mean_task_tokens, 1),
             _f(s.mean_response_tokens, 1),
             "—" if s.agent_adapter_version is None else str(s.agent_adapter_version),
@@ -54,9 +61,13 @@ def untrained_notes(epochs: list[Epoch], last: int = 6) -> list[str]:
     for e in epochs:
         for kind, metrics in sorted((e.summary.train_metrics if e.summary else {}).items()):
             reason = metrics.get("reason")
+            kl = metrics.get("kl_at_stop")
+            if not reason and metrics.get("early_stopped"):
+                notes.append(f"epoch {e.index}: {kind.removeprefix('train_')} update stopped after "
+                             f"{metrics.get('steps')} step(s) by the per-epoch KL cap (KL {kl:.3f})")
+                continue
             if not reason:
                 continue
-            kl = metrics.get("kl_at_stop")
             detail = f" (KL {kl:.3f})" if isinstance(kl, int | float) else ""
             notes.append(f"epoch {e.index}: {kind.removeprefix('train_')} not trained: {reason}{detail}")
     return notes[-last:]

@@ -48,6 +48,23 @@ class EpochSummary(ReadModel):
     rollouts: int = 0
     rollout_errors: int = 0
     verifier_errors: int = 0
+    malformed_responses: int = Field(
+        default=0, description="Replies that did not parse: wrong answers (score 0), counted in p̂ and in GRPO."
+    )
+    groups_with_variance_share: float | None = Field(
+        default=None, description="Share of this epoch's tasks whose attempts got different rewards (GRPO signal)."
+    )
+    prompts_with_stats_share: float | None = Field(
+        default=None, description="Share of this epoch's seeds whose simulator prompt carried the agent's recent "
+        "success statistics (None in agent_only: no simulator)."
+    )
+    generated_tasks_so_far: int = Field(
+        default=0, description="Tasks the simulator wrote in the run up to the end of this epoch (valid or not)."
+    )
+    rollouts_so_far: int = Field(default=0, description="Agent attempts in the run up to this epoch, inclusive.")
+    simulator_kl_capped: bool = Field(
+        default=False, description="The simulator's update stopped early this epoch at the per-epoch KL cap."
+    )
     agent_adapter_version: int | None = None
     simulator_adapter_version: int | None = None
     benchmark_scores: dict[str, float] = Field(default_factory=dict)

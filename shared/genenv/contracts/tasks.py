@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -88,6 +88,11 @@ class SeedStats(WriteModel):
 
     k: int = Field(ge=0, le=MAX_INT32)
     n: int = Field(ge=0, le=MAX_INT32)
+    scope: Literal["seed", "group", "run"] = Field(
+        default="seed",
+        description="What the counts cover: this seed's own recent tasks, the seed's difficulty group as the "
+        "domain defines it (e.g. arithmetic level, BFCL category), or the whole run's recent tasks.",
+    )
 
 
 class GenerateRequest(WriteModel):

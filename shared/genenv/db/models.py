@@ -86,6 +86,9 @@ class SeedRow(Base):
     seed_id: Mapped[str] = mapped_column(String(200))
     domain: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    context: Mapped[dict[str, Any] | None] = mapped_column(
+        JsonType, nullable=True, doc="Success statistics shown to the simulator for this seed: {k, n, scope}"
+    )
 
 
 class TaskRow(Base):

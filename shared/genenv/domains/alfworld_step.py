@@ -192,6 +192,7 @@ class AlfworldStepDomain(Domain):
     """Single-step expert-action prediction in ALFWorld."""
 
     name: ClassVar[str] = "alfworld_step"
+    group_field: ClassVar[str | None] = "task_type"
     default_success_threshold: ClassVar[float] = 1.0
 
     def __init__(self, cache_dir: Path | None = None) -> None:

@@ -170,6 +170,7 @@ class ApiBankDomain(Domain):
     """API-Bank call generation, scored with API-Bank's per-API correctness rules."""
 
     name: ClassVar[str] = "api_bank"
+    group_field: ClassVar[str | None] = "level"
     default_success_threshold: ClassVar[float] = 1.0
 
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:

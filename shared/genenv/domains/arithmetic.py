@@ -171,6 +171,7 @@ class ArithmeticDomain(Domain):
     """Integer arithmetic over + - * with parentheses."""
 
     name: ClassVar[str] = "arithmetic"
+    group_field: ClassVar[str | None] = "level"
     default_success_threshold: ClassVar[float] = 1.0
 
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:

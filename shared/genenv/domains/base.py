@@ -29,6 +29,14 @@ class Domain(abc.ABC):
     name: ClassVar[str]
     #: success threshold on R_agent when the run does not set one (METHOD.md: 1.0 structured, 0.5 free text)
     default_success_threshold: ClassVar[float] = 1.0
+    #: payload field naming a seed's difficulty group; the simulator's prompt falls back to the group's recent
+    #: success statistics when the seed itself has none (None: fall back to the whole run's)
+    group_field: ClassVar[str | None] = None
+
+    def difficulty_group(self, payload: dict[str, Any]) -> str | None:
+        """The seed's difficulty group (e.g. arithmetic level, BFCL category), or None."""
+        value = payload.get(self.group_field) if self.group_field else None
+        return None if value is None else str(value)
 
     @abc.abstractmethod
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:

@@ -299,6 +299,7 @@ class FunctionCallingDomain(Domain):
     """BFCL single-turn function calling (Python categories)."""
 
     name: ClassVar[str] = "function_calling"
+    group_field: ClassVar[str | None] = "category"
     default_success_threshold: ClassVar[float] = 1.0
 
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:

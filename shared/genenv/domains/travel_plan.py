@@ -304,6 +304,7 @@ class TravelPlanDomain(Domain):
     """TravelPlanner sole-planning: plans checked against the local database."""
 
     name: ClassVar[str] = "travel_plan"
+    group_field: ClassVar[str | None] = "level"
     default_success_threshold: ClassVar[float] = 1.0
 
     def __init__(self, benchmarks_dir: Path | None = None) -> None:

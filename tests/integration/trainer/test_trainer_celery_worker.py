@@ -63,7 +63,7 @@ def test_worker_runs_a_job_once_and_survives_a_killed_child(
         assert adapters_of(sessions, run_a) == [("agent", 1, None)]
 
         # 2. A long job whose worker child is SIGKILLed after its first optimiser step.
-        run_b = agent_epoch(sessions, run_config(tiny_model_dir, agent={"max_steps_per_epoch": 20}))
+        run_b = agent_epoch(sessions, run_config(tiny_model_dir, agent={"batch_size": 1, "micro_batch_size": 1, "max_steps_per_epoch": 8}))
         job_b = job(sessions, run_b, 0, JobKind.TRAIN_AGENT)
         client.send_task(TASK_TRAIN_AGENT, args=[job_b])
         seen: list[object] = []
@@ -88,7 +88,7 @@ def test_worker_runs_a_job_once_and_survives_a_killed_child(
         _wait(finished, 600, "job B to finish after redelivery", log_path)
         with session_scope(sessions) as s:
             row = train_jobs.get_job(s, job_b)
-            assert row.attempts == 2 and row.adapter_version == 1 and row.metrics["steps"] == 20
+            assert row.attempts == 2 and row.adapter_version == 1 and row.metrics["steps"] == 8
         assert adapters_of(sessions, run_b) == [("agent", 1, None)]
         assert "WorkerLostError" in log_path.read_text() or "Worker exited prematurely" in log_path.read_text()
     finally:

@@ -62,7 +62,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     engine = make_engine(DatabaseSettings(url=url))
     sessions = make_session_factory(engine)
     store = tmp_path / "adapters"
-    run = agent_epoch(sessions, run_config(tiny_model_dir, agent={"max_steps_per_epoch": 12}))
+    run = agent_epoch(sessions, run_config(tiny_model_dir, agent={"batch_size": 1, "micro_batch_size": 1}))
     job_id = job(sessions, run, 0, JobKind.TRAIN_AGENT)
 
     env = {**os.environ, "GENENV_DATABASE__URL": url, "GENENV_PATHS__ADAPTER_STORE": str(store),
@@ -101,7 +101,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     time.sleep(early.retry_after_s + 0.1)
     done = run_train_job(sessions, settings, job_id)
     assert done.outcome is ClaimOutcome.CLAIMED and done.job.status is JobStatus.DONE
-    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 12
+    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 8  # one pass: 8 sequences in steps of 1
     assert adapters_of(sessions, run) == [("agent", 1, None)]
     assert sorted(p.name for p in (store / run / "agent").iterdir()) == ["v1"]
     assert run_train_job(sessions, settings, job_id).outcome is ClaimOutcome.FINISHED

@@ -31,7 +31,8 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     assert first.job.adapter_version == 1 and first.job.attempts == 1
     m = first.job.metrics
     assert (m["groups"], m["groups_zero_variance"], m["groups_too_small"]) == (4, 1, 1)
-    assert m["fresh_groups_used"] == 2 and m["sequences"] == 8 and m["steps"] == 2
+    # One pass over the two informative groups' 8 attempts in a batch of 8: one step.
+    assert m["fresh_groups_used"] == 2 and m["sequences"] == 8 and m["steps"] == 1 and m["examples_seen"] == 8
     assert m["tokens"] > 0 and m["seconds"] > 0 and m["peak_rss_mb"] > 0 and m["ratio_fallback"] == 8
     assert {"loss", "kl", "clip_fraction", "seconds_per_step"} <= set(m)
     path = tmp_path / run / "agent" / "v1"
@@ -48,8 +49,8 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     agent_epoch(sessions, run_config(tiny_model_dir), epoch=1, run=run)
     nxt = run_train_job(sessions, settings, job(sessions, run, 1, JobKind.TRAIN_AGENT))
     assert nxt.job.adapter_version == 2 and nxt.job.metrics["parent_version"] == 1
-    # ... and its AdamW state: v1 took 2 steps, so v2's optimiser starts at step 2, not from scratch.
-    assert nxt.job.metrics["optimizer_resumed"] is True and nxt.job.metrics["optimizer_prior_steps"] == 2
+    # ... and its AdamW state: v1 took 1 step, so v2's optimiser starts at step 1, not from scratch.
+    assert nxt.job.metrics["optimizer_resumed"] is True and nxt.job.metrics["optimizer_prior_steps"] == 1
     assert adapters_of(sessions, run) == [("agent", 1, None), ("agent", 2, 1)]
 
 
@@ -62,6 +63,7 @@ def test_replay_mixes_earlier_groups(sessions, db_url: str, tiny_model_dir: Path
     m = res.job.metrics
     assert m["replay_candidates"] == 2 and m["replay_groups_used"] == 2 and m["fresh_groups_used"] == 2
     assert m["sequences"] == 4 + 5 + 4 + 5 - 2  # invalid verdicts are not trained on
+    assert m["replayed_seen"] == 8 and m["fresh_seen"] == 8
 
 
 def _score_epoch(sessions, run: str) -> None:
@@ -80,7 +82,8 @@ def test_train_simulator_uses_in_band_generations(sessions, db_url: str, tiny_mo
     res = run_train_job(sessions, settings_for(db_url, tmp_path), job(sessions, run, 0, JobKind.TRAIN_SIMULATOR))
     m = res.job.metrics
     assert res.job.status is JobStatus.DONE and res.job.adapter_version == 1
-    assert m["generations"] == 3 and m["seed_batches"] == 2 and m["steps"] == 2 and not m["early_stopped"]
+    assert m["pool_size"] == 3 and m["pool_fresh"] == 3 and m["seed_batches"] == 2 and not m["early_stopped"]
+    assert m["steps"] == 1 and m["examples_seen"] == 3  # one pass over the pool in a batch of 4
     assert m["weight_max"] > 1.0 > m["weight_min"]
     with session_scope(sessions) as s:
         banded = s.query(CurriculumScoreRow).filter_by(run_id=run, epoch=0, in_band=True).count()
@@ -126,6 +129,25 @@ def test_a_failing_job_is_recorded_retried_and_finally_given_up(
             assert (row.status, row.attempts) == ("failed", attempt) and "no-such-model" in (row.error or "")
     res = run_train_job(sessions, settings, job_id)
     assert res.outcome is ClaimOutcome.EXHAUSTED and "gave up after 2" in (res.job.error or "")
+
+
+@pytest.mark.parametrize("kind", [JobKind.TRAIN_AGENT, JobKind.TRAIN_SIMULATOR])
+def test_a_nan_step_fails_the_job_and_writes_nothing(
+    sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path, kind: JobKind
+) -> None:
+    """A non-finite loss fails the step before the optimiser applies it: no adapter file, no adapter row, the job
+    failed with the reason (and, once its attempts are spent, the run fails with it)."""
+    settings = settings_for(db_url, tmp_path, max_attempts=1, fault_nan_at_step=0)
+    run = agent_epoch(sessions, run_config(tiny_model_dir, curriculum={"k_min": 0.5}))
+    job_id = job(sessions, run, 0, kind)
+    with pytest.raises(Exception, match="non-finite loss"):
+        run_train_job(sessions, settings, job_id)
+    with session_scope(sessions) as s:
+        row = train_jobs.get_job(s, job_id)
+        assert row.status == "failed" and "NonFiniteError" in (row.error or "") and row.adapter_version is None
+    assert adapters_of(sessions, run) == []
+    assert not (tmp_path / run).exists()
+    assert run_train_job(sessions, settings, job_id).outcome is ClaimOutcome.EXHAUSTED
 
 
 def test_claims_busy_stale_and_ownership(sessions, db_url: str, tiny_model_dir: Path) -> None:

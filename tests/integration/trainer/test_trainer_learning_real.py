@@ -91,7 +91,8 @@ def test_grpo_raises_good_and_lowers_bad_completions(model_dir: Path, vllm_url: 
         pairs += [(messages, o["text"]) for o in outs]
         signs += [r > 0 for r in rewards]
     assert len(groups) == 2, "vLLM produced no group with both right and wrong answers"
-    config = RunConfig.model_validate({"agent": {"learning_rate": 5e-4, "batch_size": 16, "micro_batch_size": 4,
+    # One pass over the 16 attempts in two steps of 8.
+    config = RunConfig.model_validate({"agent": {"learning_rate": 5e-4, "batch_size": 8, "micro_batch_size": 4,
                                                  "max_steps_per_epoch": 2}})
     result = runner.train_agent(model_path=model_dir, parent=None, config=config, fresh=groups, replay=[],
                                 trainer=TRAINER, seed=0)
@@ -109,9 +110,40 @@ def test_grpo_raises_good_and_lowers_bad_completions(model_dir: Path, vllm_url: 
               step0_mean_ratio_vs_vllm=round(step0["mean_ratio"], 4), step0_clip_fraction=step0["clip_fraction"],
               seconds_per_step=round(m["seconds_per_step"], 2), peak_rss_mb=m["peak_rss_mb"], kl=m["kl"])
     assert m["ratio_fallback"] == 0 and m["steps"] == 2 and m["sequences"] == 16
-    # vLLM's logprobs (bf16) and the trainer's agree closely: the first step's importance ratio is ≈ 1.
-    assert abs(step0["mean_ratio"] - 1.0) < 0.05
+    # vLLM's logprobs (processed: at the sampling temperature 0.7) and the trainer's (logits / 0.7) agree: the
+    # first step's importance ratio is 1 within 1e-2.
+    assert abs(step0["mean_ratio"] - 1.0) < 1e-2
     assert sum(pos) / len(pos) > 0 > sum(neg) / len(neg)
+
+
+@pytest.mark.vllm
+def test_recorded_logprobs_are_those_of_the_sampled_distribution(model_dir: Path, vllm_url: str) -> None:
+    """vLLM samples at T = 0.7 and records the processed log-probs; the trainer's log-probs at T = 0.7 (the policy
+    before any update) equal them token by token, while the T = 1 ones the trainer used before do not."""
+    from genenv_trainer.training.lora import load_policy
+
+    messages = [{"role": "user", "content": "What is 7 + 5? Reply with the number only."}]
+    outs = _rollouts(vllm_url, messages, 8)
+    tokenizer = load_tokenizer(model_dir)
+    prompt = chat_prompt_ids(tokenizer, messages)
+    b = collate([make_example(prompt, o["token_ids"], 512) for o in outs], pad_id=tokenizer.pad_token_id,
+                values=[o["logprobs"] for o in outs])
+    policy = load_policy(model_dir, RunConfig().lora, None, device=torch.device("cpu"), dtype=TRAINER.dtype)
+    mask = b.completion_mask.bool()
+    assert b.values is not None
+    recorded = b.values[mask]
+    with torch.no_grad():
+        at_t = token_logprobs(policy, b, temperature=0.7)[mask]
+        at_1 = token_logprobs(policy, b, temperature=1.0)[mask]
+    ratio_t = torch.exp(at_t - recorded)
+    ratio_1 = torch.exp(at_1 - recorded)
+    _measured("sampling_logprobs", tokens=int(mask.sum()), mean_ratio_T07=round(float(ratio_t.mean()), 5),
+              mean_abs_logratio_T07=round(float((at_t - recorded).abs().mean()), 5),
+              mean_ratio_T1=round(float(ratio_1.mean()), 5),
+              mean_abs_logratio_T1=round(float((at_1 - recorded).abs().mean()), 5))
+    assert abs(float(ratio_t.mean()) - 1.0) < 1e-2
+    assert float((at_t - recorded).abs().mean()) < 2e-2
+    assert float((at_1 - recorded).abs().mean()) > 5 * float((at_t - recorded).abs().mean())
 
 
 def _rwr_config(**simulator: Any) -> RunConfig:
@@ -132,8 +164,9 @@ def test_rwr_raises_high_weight_generations_more(model_dir: Path) -> None:
     def gains(weights: dict[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
         gens = [Generation(i, seed, SIM_PROMPT, t, weights[seed])
                 for i, (seed, t) in enumerate((s, t) for s in ("a", "b") for t in texts[s])]
-        result = runner.train_simulator(model_path=model_dir, parent=None, config=_rwr_config(), generations=gens,
-                                        trainer=TRAINER, seed=0)
+        # One pass over the four generations in one batch (weights are normalised within a batch).
+        result = runner.train_simulator(model_path=model_dir, parent=None, config=_rwr_config(learning_rate=1e-3),
+                                        generations=gens, trainer=TRAINER, seed=0)
         assert result.model is not None
         before, after = _mean_logprobs(result.model, tokenizer, [(g.prompt_messages, g.raw_text) for g in gens])
         g = [x - y for x, y in zip(after, before, strict=True)]
@@ -145,7 +178,7 @@ def test_rwr_raises_high_weight_generations_more(model_dir: Path) -> None:
               gain_a_when_low=round(b_high["a"], 4), gain_b_when_high=round(b_high["b"], 4),
               gain_b_when_low=round(a_high["b"], 4), kl=m["kl"], seconds_per_step=round(m["seconds_per_step"], 2),
               peak_rss_mb=m["peak_rss_mb"])
-    assert m["steps"] == 2 and not m["early_stopped"]
+    assert m["steps"] == 1 and not m["early_stopped"]
     assert a_high["a"] > b_high["a"] > 0 and b_high["b"] > a_high["b"] > 0
 
 
@@ -153,7 +186,8 @@ def test_a_tiny_kl_cap_stops_early(model_dir: Path) -> None:
     gens = [Generation(0, "s", SIM_PROMPT, '{"question": "What is 3 + 4?", "answer": 7}', 1.0),
             Generation(1, "s", SIM_PROMPT, '{"question": "What is 2 + 2?", "answer": 4}', 1.0)]
     result = runner.train_simulator(model_path=model_dir, parent=None,
-                                    config=_rwr_config(max_steps_per_epoch=3, kl_cap=1e-6), generations=gens,
+                                    config=_rwr_config(batch_size=1, micro_batch_size=1, max_steps_per_epoch=3,
+                                                       kl_cap=1e-6), generations=gens,
                                     trainer=TRAINER, seed=0)
     m = result.metrics
     _measured("kl_cap", steps=m["steps"], planned=m["planned_steps"], kl_at_stop=m["kl_at_stop"])
@@ -167,10 +201,11 @@ def test_written_adapter_is_served_by_vllm_and_changes_its_output(
 ) -> None:
     question = [{"role": "user", "content": "Name a fruit."}]
     target = "Kiwi kiwi kiwi kiwi kiwi."
-    gens = [Generation(i, "s", question, target, 1.0) for i in range(2)]
+    gens = [Generation(i, "s", question, target, 1.0) for i in range(8)]  # one pass: 4 steps of 2
     result = runner.train_simulator(
         model_path=model_dir, parent=None,
-        config=_rwr_config(learning_rate=1e-3, max_steps_per_epoch=4, kl_coef=0.0, kl_cap=1e3),
+        config=_rwr_config(learning_rate=1e-3, batch_size=2, micro_batch_size=2, max_steps_per_epoch=4, kl_coef=0.0,
+                           kl_cap=1e3),
         generations=gens, trainer=TRAINER, seed=0,
     )
     assert result.model is not None and result.metrics["steps"] == 4

@@ -44,7 +44,7 @@ async def test_batch_verdicts_come_back_in_order_and_match_the_domain(
     assert response.verdicts[5].score == 1.0 and response.verdicts[6].score == 0.0
 
 
-async def test_malformed_items_are_invalid_with_their_kind_and_alone(
+async def test_malformed_items_get_their_verdict_kind_alone(
     client: VerifierClient, benchmarks_dir: Path
 ) -> None:
     good = _fc_items(benchmarks_dir, 1)[0]
@@ -64,7 +64,11 @@ async def test_malformed_items_are_invalid_with_their_kind_and_alone(
     verdicts = response.verdicts
     assert verdicts[0].score == 1.0 and verdicts[-1].score == 1.0
     for verdict, (_, kind) in zip(verdicts[1:-1], cases, strict=True):
-        assert not verdict.valid and verdict.score is None and verdict.error.kind is kind
+        if kind in {VerdictErrorKind.PARSE_ERROR, VerdictErrorKind.SCHEMA_ERROR}:
+            # The agent's own malformed reply: a wrong answer (score 0) that counts, the reason kept.
+            assert verdict.valid and verdict.score == 0.0 and verdict.form_error.kind is kind
+        else:  # not the agent's fault: invalid, never a zero
+            assert not verdict.valid and verdict.score is None and verdict.error.kind is kind
 
 
 async def test_success_threshold_is_passed_through(client: VerifierClient) -> None:

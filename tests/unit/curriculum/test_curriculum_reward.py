@@ -178,18 +178,34 @@ def test_ranking_error_stays_under_the_theorem_bound_exactly(
     assert _exact_ranking_error(p1, p2, n, alpha, beta) <= ranking_error_bound(d1, d2, n) + 1e-12
 
 
-@pytest.mark.parametrize(
-    ("p1", "p2", "n"), [(0.5, 0.9, 20), (0.45, 0.75, 40), (0.4, 0.05, 30), (0.55, 0.3, 120), (0.6, 0.85, 80)]
-)
+# Cases where the bound is informative (below 1): (Δ₂−Δ₁)²·n > (9/2)·ln 4 ≈ 6.24. With a bound of 1 a test
+# of "error ≤ bound" could never fail.
+BOUND_CASES = [(0.5, 0.9, 60), (0.45, 0.05, 100), (0.55, 0.95, 200), (0.5, 0.1, 45), (0.6, 0.0, 70)]
+
+
+@pytest.mark.parametrize(("p1", "p2", "n"), BOUND_CASES)
 def test_simulated_ranking_error_stays_under_the_bound(p1: float, p2: float, n: int) -> None:
     """Monte-Carlo version: sample p̂ per task type, rank by R_env, count mistakes."""
     rng = np.random.default_rng(0)
     trials, alpha, beta = 20_000, 0.5, 20.0
+    bound = ranking_error_bound(abs(p1 - alpha), abs(p2 - alpha), n)
+    assert bound < 1.0
     k1, k2 = rng.binomial(n, p1, size=trials), rng.binomial(n, p2, size=trials)
     r1 = np.exp(-beta * (k1 / n - alpha) ** 2)
     r2 = np.exp(-beta * (k2 / n - alpha) ** 2)
     empirical = float(np.mean(r1 <= r2))
-    bound = ranking_error_bound(abs(p1 - alpha), abs(p2 - alpha), n)
     slack = 4 * math.sqrt(max(bound * (1 - bound), 1e-6) / trials)
     assert empirical <= bound + slack
     assert empirical == pytest.approx(_exact_ranking_error(p1, p2, n, alpha, beta), abs=0.02)
+
+
+@pytest.mark.parametrize(("p1", "p2", "n"), BOUND_CASES)
+def test_the_bound_check_catches_a_wrong_estimator(p1: float, p2: float, n: int) -> None:
+    """The same check fails for a scorer that prefers the task type FARTHER from α (the inverted ranking), so
+    passing it above says something about R_env(p̂)."""
+    rng = np.random.default_rng(0)
+    trials, alpha = 20_000, 0.5
+    k1, k2 = rng.binomial(n, p1, size=trials), rng.binomial(n, p2, size=trials)
+    wrong1, wrong2 = np.abs(k1 / n - alpha), np.abs(k2 / n - alpha)  # larger = "better": inverted ranking
+    empirical = float(np.mean(wrong1 <= wrong2))
+    assert empirical > ranking_error_bound(abs(p1 - alpha), abs(p2 - alpha), n)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from genenv.contracts.pagination import Page
 from genenv.contracts.scores import SeedLedgerEntry, TaskLedgerEntry
 from genenv.contracts.tasks import TaskStatus
-from genenv.db.models import RolloutRow, SeedStatRow, TaskRow, TaskStatRow, VerdictRow
+from genenv.db.models import RolloutRow, SeedRow, SeedStatRow, TaskRow, TaskStatRow, VerdictRow
 from genenv.db.repositories.common import decode_cursor, encode_cursor
 from genenv.db.repositories.upsert import insert_for
 
@@ -143,3 +143,17 @@ def epoch_seed_counts(session: Session, run_id: str, epoch: int) -> list[tuple[s
         .order_by(SeedStatRow.seed_id)
     )
     return [(r.seed_id, r.k, r.n) for r in rows]
+
+
+def recent_seed_batches(
+    session: Session, run_id: str, first_epoch: int, last_epoch: int
+) -> list[tuple[str, dict[str, Any], int, int]]:
+    """(seed id, seed payload, k, n) of every scored seed batch of epochs first..last (from seed_stat)."""
+    rows = session.execute(
+        select(SeedStatRow.seed_id, SeedRow.payload, SeedStatRow.k, SeedStatRow.n)
+        .join(SeedRow, and_(SeedRow.run_id == SeedStatRow.run_id, SeedRow.epoch == SeedStatRow.epoch,
+                            SeedRow.seed_id == SeedStatRow.seed_id))
+        .where(SeedStatRow.run_id == run_id, SeedStatRow.epoch >= first_epoch, SeedStatRow.epoch <= last_epoch)
+        .order_by(SeedStatRow.epoch, SeedStatRow.seed_id)
+    )
+    return [(r.seed_id, r.payload, r.k, r.n) for r in rows]
