@@ -29,7 +29,8 @@ LOGIT_CHUNK_TOKENS = 1024
 
 def _core(model: torch.nn.Module) -> Any:
     """The transformers model under a PEFT wrapper (LoRA layers are injected into it, so it runs the adapter)."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
+    wrapped: Any = model
+    return wrapped.get_base_model() if hasattr(wrapped, "get_base_model") else wrapped
 
 
 def token_logprobs(
