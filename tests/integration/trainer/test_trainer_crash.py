@@ -101,7 +101,8 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     time.sleep(early.retry_after_s + 0.1)
     done = run_train_job(sessions, settings, job_id)
     assert done.outcome is ClaimOutcome.CLAIMED and done.job.status is JobStatus.DONE
-    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 8  # one pass: 8 sequences in steps of 1
+    # One pass over the 8 sequences in steps of 1.
+    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 8
     assert adapters_of(sessions, run) == [("agent", 1, None)]
     assert sorted(p.name for p in (store / run / "agent").iterdir()) == ["v1"]
     assert run_train_job(sessions, settings, job_id).outcome is ClaimOutcome.FINISHED
