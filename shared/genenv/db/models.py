@@ -31,6 +31,8 @@ NAMING = {
 }
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
+NullableJson = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+"""JSON whose Python None is SQL NULL (not the JSON value null), so that COUNT(column) counts only set values."""
 
 
 def utcnow() -> datetime:
@@ -87,7 +89,7 @@ class SeedRow(Base):
     domain: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
     context: Mapped[dict[str, Any] | None] = mapped_column(
-        JsonType, nullable=True, doc="Success statistics shown to the simulator for this seed: {k, n, scope}"
+        NullableJson, nullable=True, doc="Success statistics shown to the simulator for this seed: {k, n, scope}"
     )
 
 

@@ -47,3 +47,17 @@ def test_only_the_last_notes_are_kept() -> None:
     epochs = [_epoch(i, {"train_agent": {"reason": "no group with reward variance"}}) for i in range(10)]
     notes = untrained_notes(epochs, last=3)
     assert [n.split(":")[0] for n in notes] == ["epoch 7", "epoch 8", "epoch 9"]
+
+
+def test_trust_region_stops_and_the_fidelity_columns_are_shown() -> None:
+    summary = EpochSummary(p_hat=0.45, tasks_valid=4, malformed_responses=7, groups_with_variance_share=0.75,
+                           prompts_with_stats_share=1.0, simulator_kl_capped=True,
+                           train_metrics={"train_agent": {"steps": 3},
+                                          "train_simulator": {"steps": 2, "early_stopped": True, "kl_at_stop": 0.61}})
+    epochs = [Epoch(run_id="r", index=1, phase=EpochPhase.CLOSED, summary=summary, started_at=datetime.now(UTC))]
+    assert untrained_notes(epochs) == [
+        "epoch 1: simulator update stopped after 2 step(s) by the per-epoch KL cap (KL 0.610)"]
+    text = _text(epochs)
+    row = next(line for line in text.splitlines() if "0.45" in line)
+    for cell in ("7", "0.75", "1.00", "3/2"):
+        assert cell in row.split(), (cell, row)
