@@ -19,10 +19,12 @@ from genenv.contracts.adapters import Role, adapter_name
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.db.engine import session_scope
+from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
 from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import rollouts as rollout_repo
 from genenv.db.repositories import tasks as task_repo
+from genenv.db.repositories import train_jobs
 from genenv.db.repositories.rollouts import NewRollout
 from genenv.domains import get_domain
 from genenv.inference.base import InferenceBackend
@@ -143,8 +145,28 @@ async def rollout_epoch(
     storage: RolloutSettings | None = None,
 ) -> RolloutEpochResult:
     """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure."""
-    start = time.perf_counter()
     storage = storage or RolloutSettings()
+
+    def beat() -> bool:
+        with session_scope(session_factory) as session:
+            train_jobs.beat_rollout_job(session, run_id, epoch)
+        return True
+
+    # Beat while working (a slow batch is not a dead worker), so the orchestrator's stall timeout can be short.
+    with Heartbeat(beat, storage.heartbeat_s, name=f"rollout {run_id}/{epoch}"):
+        return await _rollout_epoch(session_factory, backend, run_id, epoch, request_retries, publisher, storage)
+
+
+async def _rollout_epoch(
+    session_factory: sessionmaker[Session],
+    backend: InferenceBackend,
+    run_id: str,
+    epoch: int,
+    request_retries: int,
+    publisher: AdapterPublisher | None,
+    storage: RolloutSettings,
+) -> RolloutEpochResult:
+    start = time.perf_counter()
     if publisher is not None:
         # A restarted server has forgotten the agent adapter; without this every attempt would be stored as an
         # error (and, being stored, never retried). A failed publish raises: the job fails and is redelivered.

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from genenv.contracts.adapters import JobKind, JobStatus, Role, TrainJob
 from genenv.contracts.runs import RunStatus
 from genenv.db.engine import session_scope
+from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
 from genenv.db.repositories import adapters, scores, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
@@ -70,7 +71,8 @@ def run_train_job(session_factory: sessionmaker[Session], settings: GenEnvSettin
     log.info("train job %s (%s, run %s, epoch %s) claimed, attempt %s",
              job_id, job.kind.value, job.run_id, job.epoch, job.attempts)
     try:
-        _run_claimed(session_factory, settings, job, claim.token)
+        with _keep_claim(session_factory, ts.heartbeat_s, job_id, claim.token) as beat:
+            _run_claimed(session_factory, settings, job, claim.token, beat)
     except ClaimLostError:
         log.warning("train job %s was taken over by another worker; this attempt stops", job_id)
         return JobResult(_reload(session_factory, job_id), ClaimOutcome.BUSY, ts.lease_s)
@@ -98,7 +100,19 @@ def _reload(session_factory: sessionmaker[Session], job_id: int) -> TrainJob:
         return TrainJob.model_validate(train_jobs.get_job(s, job_id))
 
 
-def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSettings, job: TrainJob, token: str) -> None:
+def _keep_claim(session_factory: sessionmaker[Session], interval_s: float, job_id: int, token: str) -> Heartbeat:
+    """Renew the claim every interval_s from a thread, so the lease need not outlast model loading or a step."""
+
+    def beat() -> bool:
+        with session_scope(session_factory) as s:
+            return train_jobs.heartbeat(s, job_id, token)
+
+    return Heartbeat(beat, interval_s, name=f"train job {job_id}")
+
+
+def _run_claimed(
+    session_factory: sessionmaker[Session], settings: GenEnvSettings, job: TrainJob, token: str, beat: Heartbeat
+) -> None:
     from genenv.models.prepare import resolve_model
 
     role = ROLE_OF[job.kind]
@@ -126,9 +140,8 @@ def _run_claimed(session_factory: sessionmaker[Session], settings: GenEnvSetting
                                                   recent_epochs=config.simulator.pool_recent_epochs)
 
     def on_step(step: int, stats: dict[str, float]) -> None:
-        with session_scope(session_factory) as hb:
-            if not train_jobs.heartbeat(hb, job.id, token):
-                raise ClaimLostError(f"lost the claim on job {job.id} at step {step}")
+        if beat.lost.is_set():  # the heartbeat thread found the job taken over: stop before more work is wasted
+            raise ClaimLostError(f"lost the claim on job {job.id} at step {step}")
         _stop_if_cancelled(session_factory, job.run_id)  # cancel stops in-flight training between steps
         log.info("train job %s step %d: %s", job.id, step, {k: round(v, 4) for k, v in stats.items()})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_HOME = Path.home() / ".genenv"
@@ -177,15 +177,31 @@ class TrainerSettings(BaseModel):
         description="Fault injection for tests: the loss of this optimiser step (0-based) becomes NaN, which must "
         "fail the job with nothing written. Leave unset.",
     )
-    lease_s: float = Field(
-        default=900.0,
+    heartbeat_s: float = Field(
+        default=5.0,
         gt=0,
-        description="A running job whose last heartbeat (one per optimiser step) is older than this is taken "
-        "over by the next delivery; must exceed model loading plus the longest optimiser step.",
+        description="Seconds between a running job's heartbeats, written from a background thread (during model "
+        "loading and long optimiser steps alike).",
+    )
+    lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A running job whose last heartbeat is older than this is taken over by the next delivery (its "
+        "worker died): how long a killed trainer stalls the run. At least 3 × heartbeat_s.",
     )
     max_attempts: int = Field(
         default=3, ge=1, description="Claims per job before it is marked failed for good."
     )
+
+    @model_validator(mode="after")
+    def _lease_outlives_beats(self) -> TrainerSettings:
+        if self.lease_s < 3 * self.heartbeat_s:
+            raise ValueError(
+                f"trainer.lease_s ({self.lease_s}) must be at least 3 × trainer.heartbeat_s ({self.heartbeat_s}) so "
+                "that a few late heartbeats do not hand a live job to another worker: raise GENENV_TRAINER__LEASE_S "
+                "or lower GENENV_TRAINER__HEARTBEAT_S"
+            )
+        return self
 
 
 class VerifierSettings(BaseModel):
@@ -251,6 +267,12 @@ class RolloutSettings(BaseModel):
         description="Fault injection for crash tests: sleep this long after each stored batch, so a kill lands "
         "mid-phase. Leave 0 in production.",
     )
+    heartbeat_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between a rollout job's heartbeats (a background thread): the orchestrator re-dispatches "
+        "a job whose heartbeat and progress are older than orchestrator.stall_timeout_s; keep this well below it.",
+    )
 
 
 class OrchestratorSettings(BaseModel):
@@ -260,9 +282,10 @@ class OrchestratorSettings(BaseModel):
         default=3.0, gt=0, description="Seconds between checks while a rollout or training job runs (distributed)."
     )
     stall_timeout_s: float = Field(
-        default=120.0,
+        default=30.0,
         gt=0,
-        description="A dispatched job with no progress for this long is dispatched again (its worker died).",
+        description="A dispatched rollout job with neither progress nor a heartbeat for this long (its worker died), "
+        "or a training job still pending this long after dispatch (its message was lost), is dispatched again.",
     )
     max_phase_failures: int = Field(
         default=3,

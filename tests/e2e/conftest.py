@@ -10,6 +10,15 @@ from sqlalchemy import create_engine, text
 
 from genenv.db import migrate
 from tests.conftest import PG_ADMIN
+from tests.e2e.helpers import RECOVERY_S
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The crash tests' recovery times: seconds from kill -9 until the killed process's work moved again."""
+    if RECOVERY_S:
+        terminalreporter.section("crash recovery (kill -9, restart at once)")
+        for what, seconds in sorted(RECOVERY_S.items(), key=lambda kv: kv[0]):
+            terminalreporter.write_line(f"{what:<28} {seconds:6.1f} s")
 
 
 @pytest.fixture(scope="module")

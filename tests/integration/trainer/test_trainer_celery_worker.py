@@ -47,7 +47,7 @@ def test_worker_runs_a_job_once_and_survives_a_killed_child(
     sessions = make_session_factory(engine)
     env = {**os.environ, "GENENV_DATABASE__URL": url, "GENENV_REDIS__URL": redis_url, "GENENV_QUEUE__EAGER": "false",
            "GENENV_PATHS__ADAPTER_STORE": str(tmp_path / "adapters"), "GENENV_TRAINER__TORCH_THREADS": "1",
-           "GENENV_TRAINER__LEASE_S": "3"}
+           "GENENV_TRAINER__LEASE_S": "3", "GENENV_TRAINER__HEARTBEAT_S": "0.5"}
     log_path = tmp_path / "worker.log"
     log = log_path.open("wb")
     worker = subprocess.Popen([sys.executable, "-m", "genenv.cli.main", "worker", "trainer", "--hostname",

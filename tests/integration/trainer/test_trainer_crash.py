@@ -66,7 +66,8 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     job_id = job(sessions, run, 0, JobKind.TRAIN_AGENT)
 
     env = {**os.environ, "GENENV_DATABASE__URL": url, "GENENV_PATHS__ADAPTER_STORE": str(store),
-           "GENENV_TRAINER__TORCH_THREADS": "1", "GENENV_WORKER_ID": "doomed"}
+           "GENENV_TRAINER__TORCH_THREADS": "1", "GENENV_WORKER_ID": "doomed",
+           "GENENV_TRAINER__HEARTBEAT_S": "0.5"}
     log = (tmp_path / "doomed.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-c", DOOMED, str(job_id)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -79,7 +80,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
                 if row.status != "running":
                     return False
                 first_claim.append(row.claimed_at)
-                # claimed_at moves at every optimiser step: a second value means training is under way
+                # claimed_at moves at every heartbeat (0.5 s): a second value means the job is under way
                 return len(set(first_claim)) > 1
 
         _wait(training, 180, "the doomed worker's first optimiser step")
@@ -95,7 +96,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
         assert (row.status, row.attempts) == ("running", 1) and (row.claimed_by or "").startswith("doomed/")
     assert adapters_of(sessions, run) == []
 
-    settings = settings_for(url, store, lease_s=2.0)
+    settings = settings_for(url, store, lease_s=2.0, heartbeat_s=0.5)
     early = run_train_job(sessions, settings, job_id)  # redelivered at once: the claim still looks alive
     assert early.outcome is ClaimOutcome.BUSY and early.retry_after_s is not None and early.retry_after_s <= 2.0
     time.sleep(early.retry_after_s + 0.1)

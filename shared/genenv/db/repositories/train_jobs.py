@@ -2,8 +2,10 @@
 
 The claim is ``SELECT … FOR UPDATE`` (a row lock on Postgres; SQLite has none and ignores it) followed by an
 UPDATE conditioned on the state just read (status and attempts), so two workers can never both claim a job on
-either database. A running worker renews ``claimed_at`` after every optimiser step; a running claim whose
-heartbeat is older than the lease belongs to a dead worker and is taken over by the next delivery.
+either database. A running worker renews ``claimed_at`` every few seconds from a background thread
+(``genenv.db.heartbeat``); a running claim whose heartbeat is older than the lease belongs to a dead worker and is
+taken over by the next delivery. Rollout jobs are not claimed: their worker renews ``heartbeat_at``, which the
+orchestrator reads to tell a slow rollout from a dead one.
 """
 
 from __future__ import annotations
@@ -120,6 +122,16 @@ def heartbeat(session: Session, job_id: int, token: str, now: datetime | None = 
         .execution_options(synchronize_session=False)
     )
     return _rowcount(result) == 1
+
+
+def beat_rollout_job(session: Session, run_id: str, epoch: int, now: datetime | None = None) -> None:
+    """Mark the rollout job of (run, epoch) alive: the orchestrator re-dispatches one whose beat went stale."""
+    session.execute(
+        update(TrainJobRow)
+        .where(TrainJobRow.run_id == run_id, TrainJobRow.epoch == epoch, TrainJobRow.kind == JobKind.ROLLOUT.value)
+        .values(heartbeat_at=now or utcnow())
+        .execution_options(synchronize_session=False)
+    )
 
 
 def finish_job(
