@@ -78,6 +78,7 @@ def test_up_uses_documented_ports_prints_exports_and_restarts_a_killed_worker(
              "--model", str(model_dir), "--base-port", str(base), "--log-dir", str(tmp_path / "logs")],
             env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
         )
+    children: list[psutil.Process] = []  # each in its own session: killing `up` alone would orphan them
     try:
         export = f"export GENENV_URL=http://127.0.0.1:{base} GENENV_TOKEN={TOKEN}"
         _wait(lambda: export in out.read_text() or up.poll() is not None, 420, "the stack to be ready", out)
@@ -90,12 +91,14 @@ def test_up_uses_documented_ports_prints_exports_and_restarts_a_killed_worker(
 
         # kill -9 one worker: the stack stays up and the worker comes back.
         parent = psutil.Process(up.pid)
+        children.extend(parent.children())
         victim = _child(parent, "rollout")
         victim.send_signal(signal.SIGKILL)
         _wait(lambda: "rollout restarted" in out.read_text(), 120, "the rollout worker's restart", out)
         assert "rollout exited with code -9" in out.read_text()
         assert up.poll() is None, out.read_text()[-4000:]
         again = _child(parent, "rollout")
+        children.append(again)
         assert again.pid != victim.pid and again.is_running()
         assert httpx.get(f"http://127.0.0.1:{base + 2}/healthz", timeout=10).status_code == 200
 
@@ -104,14 +107,16 @@ def test_up_uses_documented_ports_prints_exports_and_restarts_a_killed_worker(
         assert not psutil.pid_exists(again.pid) or again.status() == psutil.STATUS_ZOMBIE
     finally:
         if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
-            up.wait(timeout=30)
-        for proc in psutil.process_iter():  # nothing of this stack may outlive the test
+            up.send_signal(signal.SIGTERM)  # `up` stops its own stack
             try:
-                if str(tmp_path / "logs") in " ".join(proc.cmdline()) or proc.environ().get(
-                        "GENENV_PATHS__HOME") == str(tmp_path / "home"):
-                    proc.kill()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                up.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+                up.wait(timeout=30)
+        for child in children:  # whatever is left of the stack's process groups
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
 
 
