@@ -158,9 +158,10 @@ class TrainerSettings(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="Torch device; 'auto' = cuda when available, else cpu."
     )
-    dtype: Literal["bfloat16", "float32"] = Field(
-        default="bfloat16",
-        description="Base-model weight dtype (LoRA weights stay float32). bf16 is fastest on AVX-512 CPUs and GPUs.",
+    dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        default="auto",
+        description="Base-model weight dtype (LoRA weights stay float32). 'auto': bfloat16 on GPUs and on CPUs with "
+        "AVX-512 or AMX, float32 elsewhere (on an AVX2-only CPU bf16 is emulated: one step measured 18x slower).",
     )
     torch_threads: int = Field(
         default=0, ge=0, description="torch.set_num_threads for training (0 = torch's default, all cores)."

@@ -15,7 +15,7 @@ from genenv.curriculum.selection import select_agent_batch
 from genenv.settings import TrainerSettings
 from genenv_trainer.records import Generation, RolloutGroup
 from genenv_trainer.training import grpo, rwr
-from genenv_trainer.training.lora import load_policy, load_tokenizer, resolve_device
+from genenv_trainer.training.lora import load_policy, load_tokenizer, resolve_device, resolve_dtype
 from genenv_trainer.training.ops import peak_memory
 from genenv_trainer.training.optim import adamw
 
@@ -137,7 +137,7 @@ def train_simulator(
 def _env(device: torch.device, trainer: TrainerSettings, peak: Any) -> dict[str, Any]:
     return {
         "device": device.type,
-        "dtype": trainer.dtype,
+        "dtype": resolve_dtype(trainer.dtype, device),
         "torch_threads": torch.get_num_threads(),
         "peak_rss_mb": round(peak.rss_mb, 1),
         "peak_cuda_mb": None if peak.cuda_mb is None else round(peak.cuda_mb, 1),

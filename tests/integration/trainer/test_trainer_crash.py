@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from trn_helpers import adapters_of, agent_epoch, job, run_config, settings_for
+from trn_helpers import adapters_of, add_group, agent_epoch, job, run_config, settings_for
 
 from genenv.contracts.adapters import JobKind, JobStatus
 from genenv.db.engine import make_engine, make_session_factory, session_scope
@@ -62,7 +62,12 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     engine = make_engine(DatabaseSettings(url=url))
     sessions = make_session_factory(engine)
     store = tmp_path / "adapters"
-    run = agent_epoch(sessions, run_config(tiny_model_dir, agent={"batch_size": 1, "micro_batch_size": 1}))
+    # One pass over 8 + 16·4 = 72 informative sequences, one per step: long enough for the kill to land mid-job.
+    config = run_config(tiny_model_dir, agent={"batch_size": 1, "micro_batch_size": 1, "max_steps_per_epoch": 100})
+    run = agent_epoch(sessions, config)
+    with session_scope(sessions) as s:
+        for i in range(16):
+            add_group(s, run, 0, f"seed-long-{i}", 0, [1.0, 0.0, 1.0, 0.0])
     job_id = job(sessions, run, 0, JobKind.TRAIN_AGENT)
 
     env = {**os.environ, "GENENV_DATABASE__URL": url, "GENENV_PATHS__ADAPTER_STORE": str(store),
@@ -103,7 +108,7 @@ def test_killed_worker_then_redelivery_completes_with_one_version(
     done = run_train_job(sessions, settings, job_id)
     assert done.outcome is ClaimOutcome.CLAIMED and done.job.status is JobStatus.DONE
     # One pass over the 8 sequences in steps of 1.
-    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 8
+    assert done.job.attempts == 2 and done.job.adapter_version == 1 and done.job.metrics["steps"] == 72
     assert adapters_of(sessions, run) == [("agent", 1, None)]
     assert sorted(p.name for p in (store / run / "agent").iterdir()) == ["v1"]
     assert run_train_job(sessions, settings, job_id).outcome is ClaimOutcome.FINISHED
