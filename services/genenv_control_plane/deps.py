@@ -70,8 +70,12 @@ class ControlPlane:
         self.engine.dispose()
 
 
-def get_control_plane(request: Request) -> ControlPlane:
-    """The app's ControlPlane (built by create_app)."""
+async def get_control_plane(request: Request) -> ControlPlane:
+    """The app's ControlPlane (built by create_app).
+
+    ``async`` although it awaits nothing: FastAPI runs a sync dependency in the thread pool, one more thread hop
+    per request on top of the sync route's own.
+    """
     cp: ControlPlane = request.app.state.control_plane
     return cp
 

@@ -26,6 +26,14 @@ class DatabaseSettings(BaseModel):
     )
     echo: bool = Field(default=False, description="Log every SQL statement (debugging only).")
     pool_size: int = Field(default=5, ge=1, description="Connection pool size (ignored for SQLite).")
+    ping_after_idle_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="A pooled Postgres connection idle for longer than this is pinged before use and replaced if "
+        "dead (server restart, dropped idle connection); 0 pings on every checkout (one extra round trip per "
+        "transaction).",
+    )
 
     @field_validator("url")
     @classmethod

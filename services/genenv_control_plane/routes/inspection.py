@@ -25,7 +25,7 @@ EpochFilter = Annotated[int | None, Query(ge=0, le=1_000_000, description="Only 
 def list_epochs(run_id: RunId, cp: ControlPlaneDep, cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT) -> Page[Epoch]:
     """Epochs in order."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return epochs.list_epochs(session, run_id, cursor=cursor, limit=limit)
 
 
@@ -42,7 +42,7 @@ def list_tasks(
 ) -> Page[Task]:
     """Generated (valid and rejected) tasks, filtered by epoch, seed, status and domain."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return inspection.list_tasks(
             session, run_id, epoch=epoch, seed_id=seed_id, status=status, domain=domain, cursor=cursor, limit=limit
         )
@@ -60,7 +60,7 @@ def list_rollouts(
 ) -> Page[Rollout]:
     """Rollouts, filtered by task and epoch."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return inspection.list_rollouts(session, run_id, task_id=task_id, epoch=epoch, cursor=cursor, limit=limit)
 
 
@@ -75,7 +75,7 @@ def list_stats(
 ) -> Page[RunStat]:
     """One kind of statistics row, optionally of one epoch."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return inspection.list_stats(session, run_id, kind=kind, epoch=epoch, cursor=cursor, limit=limit)
 
 
@@ -85,7 +85,7 @@ def list_adapters(
 ) -> Page[Adapter]:
     """Adapters, optionally of one role."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return inspection.list_adapters(session, run_id, role=role, cursor=cursor, limit=limit)
 
 
@@ -100,7 +100,7 @@ def list_evaluations(
 ) -> Page[Evaluation]:
     """Evaluations, filtered by benchmark and epoch."""
     with cp.transaction() as session:
-        runs.get(session, run_id)
+        runs.require(session, run_id)
         return inspection.list_evaluations(
             session, run_id, benchmark=benchmark, epoch=epoch, cursor=cursor, limit=limit
         )

@@ -122,13 +122,19 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
     def serve_control_plane(
         host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+        workers: Annotated[
+            int,
+            typer.Option(
+                min=1, max=64, help="Server processes sharing the port (one per core the API may use)."
+            ),
+        ] = 1,
         migrate: Annotated[
             bool | None,
             typer.Option("--migrate/--no-migrate", help="Upgrade the schema first (default: only on SQLite)."),
         ] = None,
     ) -> None:
         """Start the control-plane REST API (uvicorn)."""
-        from genenv.http.serve import serve
+        from genenv.http.serve import serve, serve_workers
         from genenv.logging import setup_logging
         from genenv_control_plane.app import create_app
 
@@ -138,7 +144,10 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             from genenv.db.migrate import upgrade
 
             upgrade(settings.database.url)
-        serve(create_app(settings), settings, host=host, port=port)
+        if workers > 1:
+            serve_workers("genenv_control_plane.app:create_app", settings, host=host, port=port, workers=workers)
+        else:
+            serve(create_app(settings), settings, host=host, port=port)
 
     @runs_app.command("create")
     def create(

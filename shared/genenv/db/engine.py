@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.settings import DatabaseSettings
@@ -25,8 +27,9 @@ def make_engine(settings: DatabaseSettings) -> Engine:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     else:
         kwargs["pool_size"] = settings.pool_size
-        kwargs["pool_pre_ping"] = True
     engine = create_engine(url, **kwargs)
+    if not url.startswith("sqlite"):
+        _ping_idle_connections(engine, settings.ping_after_idle_s)
     if url.startswith("sqlite"):
 
         @event.listens_for(engine, "connect")
@@ -38,6 +41,33 @@ def make_engine(settings: DatabaseSettings) -> Engine:
             cur.close()
 
     return engine
+
+
+def _ping_idle_connections(engine: Engine, after_idle_s: float) -> None:
+    """Ping a pooled connection before use only if it sat idle for longer than ``after_idle_s``.
+
+    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: one more round trip per transaction, which on the
+    control plane's read path was a large share of a request. A connection returned to the pool a moment ago is as
+    alive as a ping would show; the ones worth checking are those that sat idle through a database restart or an
+    idle-connection timeout. Raising ``DisconnectionError`` from the checkout event is SQLAlchemy's documented way
+    to make the pool discard that connection and hand out a fresh one.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_conn: Any, record: Any) -> None:
+        record.info["genenv_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("genenv_idle_since")
+        if idle_since is None or time.monotonic() - idle_since <= after_idle_s:
+            return  # new, or in use a moment ago
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            raise DisconnectionError("idle connection failed its ping") from exc
+        if not alive:
+            raise DisconnectionError("idle connection failed its ping")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 from asyncio import TimerHandle
 from typing import Any
 
@@ -10,7 +12,10 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from genenv.logging import setup_logging
-from genenv.settings import GenEnvSettings
+from genenv.settings import GenEnvSettings, get_settings
+
+# The app factory each worker process builds its app with (``module:function(settings) -> FastAPI``).
+_FACTORY_ENV = "GENENV_SERVE_FACTORY"
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
@@ -78,3 +83,37 @@ def serve(app: FastAPI, settings: GenEnvSettings, *, host: str, port: int) -> No
         http=protocol,
         timeout_keep_alive=settings.http.keep_alive_s,
     )
+
+
+def serve_workers(factory: str, settings: GenEnvSettings, *, host: str, port: int, workers: int) -> None:
+    """Serve ``factory``'s app from ``workers`` processes sharing one socket (uvicorn's supervisor restarts any
+    that dies). ``factory`` is ``"module:function"``, a function taking the settings and returning the app.
+
+    The workers are spawned, not forked, so they get the import path instead of the app object and read the same
+    settings from the environment.
+    """
+    import uvicorn
+
+    setup_logging(settings.logging)
+    os.environ[_FACTORY_ENV] = factory
+    uvicorn.run(
+        f"{__name__}:worker_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_config=None,
+        http=f"{__name__}:HeaderTimeoutProtocol",
+        timeout_keep_alive=settings.http.keep_alive_s,
+    )
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process started by ``serve_workers``."""
+    settings = get_settings()
+    setup_logging(settings.logging)
+    # One app per worker process, so the class attribute is this process's setting.
+    HeaderTimeoutProtocol.header_timeout_s = settings.http.header_timeout_s
+    module, _, name = os.environ[_FACTORY_ENV].partition(":")
+    app: FastAPI = getattr(importlib.import_module(module), name)(settings)
+    return app

@@ -74,7 +74,8 @@ def keyset_page(
 ) -> tuple[Sequence[Row[T]], str | None]:
     """Rows of ``stmt`` after ``cursor`` in ascending ``id_column`` order, and the next page's cursor.
 
-    ``stmt`` must select the entity owning ``id_column`` first (the cursor is read from ``row[0].id``).
+    ``stmt`` must select first the entity owning ``id_column`` (the cursor is read from ``row[0].id``) or
+    ``id_column`` itself.
     """
     if cursor is not None:
         (after,) = decode_cursor(cursor, [int])
@@ -83,7 +84,8 @@ def keyset_page(
     if len(rows) <= limit:
         return rows, None
     page = rows[:limit]
-    return page, encode_cursor([page[-1][0].id])
+    last = page[-1][0]
+    return page, encode_cursor([last if isinstance(last, int) else last.id])
 
 
 def as_utc(value: datetime) -> datetime:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.epochs import Epoch, EpochPhase, EpochSummary
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.pagination import Page
 from genenv.db.models import EpochRow
+from genenv.db.repositories.cache import ValidatedCache
 from genenv.db.repositories.common import as_utc, as_utc_opt, keyset_page
 from genenv.db.repositories.upsert import insert_for
 
@@ -34,9 +35,37 @@ def get(session: Session, run_id: str, index: int) -> EpochRow:
 
 def list_epochs(session: Session, run_id: str, *, cursor: str | None = None, limit: int = 50) -> Page[Epoch]:
     """Epochs of a run in creation order."""
-    stmt = select(EpochRow).where(EpochRow.run_id == run_id)
+    # Columns, not ORM entities: a page is read-only, and building 50 tracked instances cost more than the query.
+    # The summary comes as its JSON text, the key of the validated-summary cache.
+    stmt = select(
+        EpochRow.id, EpochRow.index, EpochRow.phase, cast(EpochRow.summary, Text), EpochRow.started_at,
+        EpochRow.finished_at,
+    ).where(EpochRow.run_id == run_id)
     rows, next_cursor = keyset_page(session, stmt, EpochRow.id, cursor=cursor, limit=limit)
-    return Page[Epoch](items=[to_contract(r[0]) for r in rows], next_cursor=next_cursor)
+    items = [
+        Epoch(
+            run_id=run_id,
+            index=index,
+            phase=EpochPhase(phase),
+            summary=_summary(summary),
+            started_at=as_utc(started_at),
+            finished_at=as_utc_opt(finished_at),
+        )
+        for _id, index, phase, summary, started_at, finished_at in rows
+    ]
+    return Page[Epoch](items=items, next_cursor=next_cursor)
+
+
+# Epoch summaries by their stored JSON text: decoding and validating a page of summaries was most of the CPU of
+# ``GET /v1/runs/{id}/epochs``, and the text determines the summary, so a summary updated in place simply gets a
+# new entry. Closed epochs never change, so a dashboard polling a run hits the cache for all but the current epoch.
+_summaries: ValidatedCache[str, EpochSummary] = ValidatedCache(max_size=2048)
+
+
+def _summary(text: str | None) -> EpochSummary | None:
+    if text is None or text == "null":  # never written, or written as JSON null
+        return None
+    return _summaries.get_or_build(text, lambda: EpochSummary.model_validate_json(text))
 
 
 def upsert(
