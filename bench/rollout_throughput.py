@@ -1,143 +1,446 @@
-"""Rollout worker throughput versus driving the same vLLM server directly (target: ratio ≥ 0.90).
+"""Where rollout and generation time goes, and how close each path is to the machine's limit (issue 11).
 
-One run prints one table. Both paths send the same chat requests (N arithmetic tasks × G attempts, the run's
-temperature and max tokens, logprobs + token ids) with the same concurrency:
+One run prints one table. The benchmark starts the servers itself (``genenv serve vllm --role both``): the
+baseline's for row (c0), then this checkout's for every other row (``--url`` uses one running server for all).
+Every row sends the run's sampling settings (temperature, max tokens, log-probs + token ids), at two shapes: the README
+quickstart's (24 tasks × G = 6, 24 response tokens) and 16 tasks × G = 8.
 
-- direct: a bare httpx loop posting /v1/chat/completions under a semaphore;
-- worker: ``genenv_rollout.worker.rollout_epoch`` — reads tasks from the database, calls the OpenAI client,
-  stores every rollout (response, token ids, logprobs) as results arrive.
+- (a) vLLM direct, base model: one request per task with ``n = G`` (what the worker sends), and, for reference,
+  one request per attempt (what the worker sent before);
+- (b) vLLM direct with an agent LoRA adapter (rank ``--lora-rank``, PEFT's default init: B = 0, so the adapter
+  adds its full compute but leaves outputs, hence lengths, as the base model's);
+- (c) the rollout worker with that adapter, reading tasks from the database and storing every rollout;
+- (c0) the same with the code before this issue (``--baseline-rev``, a git worktree): its worker, which sends one
+  request per attempt, against its own server launcher (vLLM's default thread binding, no grouped-LoRA plugin);
+- (d) simulator generation (``generate_tasks``: n variations per seed, guided JSON, the quickstart's 96 task
+  tokens) without and with a simulator adapter;
+- the limit: a torch matmul at the model's MLP shapes (bf16 and fp32, the faster counts), as GFLOP/s, turned
+  into tokens/s with 2 × parameters FLOPs per token. Each row's "of limit" is its processed tokens (prompt once
+  per request + completion) per second as a fraction of that.
 
-Throughput = completion tokens / wall-clock seconds. Rounds alternate which path goes first (ABBA) so slow drifts
-in machine load hit both paths alike; each row sums its rounds.
-
-    python bench/rollout_throughput.py --url http://127.0.0.1:8100 --tasks 16 --g 8
+    python bench/rollout_throughput.py            # ≈ 8 minutes on 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from rich.console import Console
 from rich.table import Table
 
+from genenv.contracts.adapters import Role, adapter_name
 from genenv.contracts.runs import RunConfig
-from genenv.contracts.tasks import GeneratedTask, TaskStatus
+from genenv.contracts.tasks import GeneratedTask, GenerateRequest, InlineSeed, TaskStatus
 from genenv.db import migrate
 from genenv.db.engine import make_engine, make_session_factory, session_scope
+from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.domains import get_domain
 from genenv.inference.openai_client import OpenAIBackend
-from genenv.settings import DatabaseSettings, InferenceSettings
+from genenv.models.prepare import resolve_model
+from genenv.settings import DatabaseSettings, InferenceSettings, get_settings
 from genenv_rollout.worker import rollout_epoch
+from genenv_simulator.generation import generate_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+# The commit before issue 11: its worker sends one request per attempt.
+DEFAULT_BASELINE_REV = "027cb37"
 
 
-async def direct(url: str, prompts: list[list[dict[str, str]]], cfg: RunConfig, concurrency: int) -> tuple[int, float]:
-    """Completion tokens and seconds for the prompts sent straight to vLLM."""
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    tasks: int
+    g: int
+    max_tokens: int
+
+
+@dataclass
+class Row:
+    path: str
+    shape: str
+    units: int  # rollouts or generated tasks
+    prompt_tokens: int  # prefilled tokens (once per request)
+    completion_tokens: int
+    seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.units / self.seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds
+
+    def fraction_of(self, limit_tokens_per_s: float) -> float:
+        return (self.prompt_tokens + self.completion_tokens) / self.seconds / limit_tokens_per_s
+
+
+# ---------------------------------------------------------------- the machine's limit
+
+
+def matmul_limit(hidden: int, intermediate: int, tokens: int = 256, repeats: int = 20) -> dict[str, float]:
+    """GFLOP/s of [tokens × hidden] @ [hidden × intermediate] in bf16 and fp32 (all cores, as torch sets them)."""
+    import torch
+
+    out: dict[str, float] = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        a = torch.randn(tokens, hidden, dtype=dtype)
+        b = torch.randn(hidden, intermediate, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        seconds = time.perf_counter() - start
+        out[str(dtype).removeprefix("torch.")] = 2 * tokens * hidden * intermediate * repeats / seconds / 1e9
+    return out
+
+
+# ---------------------------------------------------------------- rollouts
+
+
+async def direct(
+    url: str, model: str, prompts: list[list[dict[str, str]]], shape: Shape, temperature: float, concurrency: int,
+    per_attempt: bool,
+) -> tuple[int, int, int, float]:
+    """(rollouts, prompt tokens, completion tokens, seconds) sending the tasks straight to vLLM."""
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
 
-        async def one(messages: list[dict[str, str]]) -> int:
+        async def one(messages: list[dict[str, str]], n: int) -> tuple[int, int, int]:
             body = {
-                "model": "base",
-                "messages": messages,
-                "temperature": cfg.rollout_temperature,
-                "max_tokens": cfg.max_response_tokens,
-                "logprobs": True,
-                "top_logprobs": 0,
-                "return_token_ids": True,
+                "model": model, "messages": messages, "temperature": temperature, "max_tokens": shape.max_tokens,
+                "logprobs": True, "top_logprobs": 0, "return_token_ids": True, "n": n,
             }
             async with sem:
                 r = await client.post("/v1/chat/completions", json=body)
             r.raise_for_status()
-            return int(r.json()["usage"]["completion_tokens"])
+            usage = r.json()["usage"]
+            return n, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
 
+        jobs = [(p, 1) for p in prompts for _ in range(shape.g)] if per_attempt else [(p, shape.g) for p in prompts]
         start = time.perf_counter()
-        tokens = sum(await asyncio.gather(*(one(p) for p in prompts)))
-        return tokens, time.perf_counter() - start
+        results = await asyncio.gather(*(one(p, n) for p, n in jobs))
+        seconds = time.perf_counter() - start
+    return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results), seconds
+
+
+def _stored_prompt_tokens(db_url: str, run_id: str, epoch: int, g: int) -> int:
+    """Prompt tokens prefilled by a worker row: once per task when sent with n = G, else once per attempt."""
+    from sqlalchemy import func, select
+
+    from genenv.db.models import RolloutRow, TaskRow
+
+    engine = make_engine(DatabaseSettings(url=db_url))
+    try:
+        with engine.connect() as conn:
+            total = conn.execute(
+                select(func.sum(RolloutRow.prompt_tokens)).join(TaskRow, TaskRow.id == RolloutRow.task_id).where(
+                    TaskRow.run_id == run_id, TaskRow.epoch == epoch
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return int(total or 0)
+
+
+BASELINE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from genenv.db.engine import make_engine, make_session_factory
+    from genenv.inference.openai_client import OpenAIBackend
+    from genenv.settings import DatabaseSettings, InferenceSettings
+    from genenv_rollout.worker import rollout_epoch
+    db_url, url, run_id, epoch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    sessions = make_session_factory(make_engine(DatabaseSettings(url=db_url)))
+    async def main():
+        backend = OpenAIBackend(url, InferenceSettings(request_timeout_s=900))
+        try:
+            r = await rollout_epoch(sessions, backend, run_id, epoch)
+        finally:
+            await backend.aclose()
+        print(json.dumps({"created": r.created, "errors": r.errors, "tokens": r.completion_tokens,
+                          "seconds": r.seconds}))
+    asyncio.run(main())
+    """
+)
+
+
+def baseline_worktree(rev: str, where: Path) -> Path:
+    """A git worktree of ``rev`` (created once, reused)."""
+    if not (where / "shared").exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), rev], check=True,
+                       capture_output=True)
+    return where
+
+
+def run_baseline(tree: Path, db_url: str, url: str, run_id: str, epoch: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'shared'}{os.pathsep}{tree / 'services'}"}
+    out = subprocess.run(
+        [sys.executable, "-c", BASELINE_SCRIPT, db_url, url, run_id, str(epoch)],
+        env=env, check=True, capture_output=True, text=True, cwd=tree,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def make_adapter(model_dir: Path, rank: int, where: Path) -> Path:
+    """A PEFT LoRA adapter on the attention projections (the run default), B = 0 (PEFT's default init)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = get_peft_model(
+        base, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                         task_type="CAUSAL_LM"),
+    )
+    model.save_pretrained(str(where))
+    return where
+
+
+def load_adapter(url: str, name: str, path: Path) -> None:
+    r = httpx.post(f"{url}/v1/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)}, timeout=300)
+    if r.status_code >= 400 and "already" not in r.text:
+        raise SystemExit(f"cannot load adapter {name}: HTTP {r.status_code} {r.text[:300]}")
+
+
+# ---------------------------------------------------------------- servers
+
+
+def start_vllm(port: int, log_path: Path, *, tree: Path | None = None, env: dict[str, str] | None = None) -> Any:
+    """``genenv serve vllm --role both`` of this checkout (or of the worktree ``tree``); waits until healthy."""
+    full_env = {**os.environ, **(env or {})}
+    if tree is not None:
+        full_env["PYTHONPATH"] = f"{tree / 'shared'}{os.pathsep}{tree / 'services'}"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--port", str(port)],
+            env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree or ROOT,
+        )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"vLLM exited with {proc.returncode}; see {log_path}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise SystemExit(f"vLLM not healthy after 600 s; see {log_path}")
+
+
+def stop_vllm(proc: Any) -> None:
+    import signal
+
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(60)
+
+
+# ---------------------------------------------------------------- main
 
 
 def main() -> None:
-    """Parse arguments, run the rounds, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default=os.environ.get("GENENV_TEST_VLLM_URL", "http://127.0.0.1:8100"))
-    parser.add_argument("--tasks", type=int, default=16, help="N tasks")
-    parser.add_argument("--g", type=int, default=8, help="G attempts per task")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=4, help="rounds, each path first in every other one")
-    parser.add_argument("--db", default=None, help="database URL (default: a temporary SQLite file)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default=None,
+                        help="A running vLLM server for every row (default: the benchmark starts this checkout's "
+                             "server, and the baseline's own server for row (c0)).")
+    parser.add_argument("--port", type=int, default=8190, help="Port of the servers the benchmark starts.")
+    parser.add_argument("--model", default=None, help="Model folder or cache name (default: settings).")
+    parser.add_argument("--temperature", type=float, default=0.7, help="The quickstart's rollout temperature.")
+    parser.add_argument("--lora-rank", type=int, default=16, help="Rank of the served adapters (run default 16).")
+    parser.add_argument("--concurrency", type=int, default=InferenceSettings().max_concurrency,
+                        help="Requests in flight (the worker's inference.max_concurrency).")
+    parser.add_argument("--baseline-rev", default=DEFAULT_BASELINE_REV,
+                        help="Commit whose rollout worker (and server launcher) is row (c0); 'none' skips it.")
+    parser.add_argument("--sim-seeds", type=int, default=6, help="Simulator seeds (quickstart 6).")
+    parser.add_argument("--sim-n", type=int, default=4, help="Variations per seed (quickstart 4).")
+    parser.add_argument("--sim-max-tokens", type=int, default=96, help="Task tokens (quickstart 96).")
+    parser.add_argument("--skip-per-attempt", action="store_true", help="Leave out the per-attempt direct rows.")
     args = parser.parse_args()
 
-    tmp = tempfile.TemporaryDirectory()
-    db_url = args.db or f"sqlite:///{Path(tmp.name) / 'bench.db'}"
+    console = Console(width=160)
+    settings = get_settings()
+    model_dir = resolve_model(args.model or settings.inference.base_model, settings.paths.model_cache)
+    served = settings.inference.served_model_name
+    shapes = [Shape("quickstart 24×6", 24, 6, 24), Shape("16 tasks × G=8", 16, 8, 24)]
+    tmp = Path(tempfile.mkdtemp(prefix="genenv-bench-"))
+    db_url = f"sqlite:///{tmp / 'bench.db'}"
     migrate.upgrade(db_url)
-    engine = make_engine(DatabaseSettings(url=db_url))
-    sessions = make_session_factory(engine)
+    sessions = make_session_factory(make_engine(DatabaseSettings(url=db_url)))
     domain = get_domain("arithmetic")
     seeds = domain.load_seeds(None, "train")
-    picked = [seeds[i * len(seeds) // args.tasks] for i in range(args.tasks)]  # spread over the levels
-    cfg = RunConfig(rollouts_per_task=args.g, max_response_tokens=args.max_tokens, rollout_temperature=args.temperature)
-    with session_scope(sessions) as s:
-        run_id = run_repo.create(s, cfg).id
-        for epoch in range(args.rounds):
-            tasks = [
-                GeneratedTask(
-                    seed_id=sd.id, domain="arithmetic", variation=0, payload=sd.payload, status=TaskStatus.VALID
-                )
-                for sd in picked
-            ]
-            task_repo.store_generated(s, run_id, epoch, tasks)
-    prompts = [domain.agent_messages(sd.payload) for sd in picked for _ in range(args.g)]
-    settings = InferenceSettings(max_concurrency=args.concurrency, request_timeout_s=600)
+    url = args.url or f"http://127.0.0.1:{args.port}"
 
-    async def run() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-        await direct(args.url, prompts[: args.concurrency], cfg, args.concurrency)  # warm-up
-        d_rows, w_rows = [], []
+    console.log(f"limit: matmul at the model's MLP shapes ({model_dir.name})")
+    with (model_dir / "config.json").open() as f:
+        mcfg = json.load(f)
+    gflops = matmul_limit(mcfg["hidden_size"], mcfg["intermediate_size"])
+    from transformers import AutoModelForCausalLM
 
-        async def worker(epoch: int) -> None:
-            backend = OpenAIBackend(args.url, settings)
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    limit_tokens_per_s = max(gflops.values()) * 1e9 / (2 * params)
+    adapter_path = make_adapter(model_dir, args.lora_rank, tmp / "adapter")
+    rows: list[Row] = []
+    tree = None if args.baseline_rev == "none" else baseline_worktree(args.baseline_rev, tmp / "baseline")
+
+    def picked_for(shape: Shape) -> list[Any]:
+        return [seeds[i * len(seeds) // shape.tasks] for i in range(shape.tasks)]  # spread over the levels
+
+    async def worker_rows(label: str, baseline: bool) -> None:
+        """Row (c) or (c0) for every shape: a run with its adapter and tasks, rolled out and stored."""
+        for epoch, shape in enumerate(shapes):
+            cfg = RunConfig(name="bench", rollouts_per_task=shape.g, max_response_tokens=shape.max_tokens,
+                            rollout_temperature=args.temperature)
+            with session_scope(sessions) as s:
+                run_id = run_repo.create(s, cfg).id
+                adapter_repo.create_adapter(s, run_id=run_id, role=Role.AGENT, version=1, path=str(adapter_path),
+                                            parent_version=None, metrics={})
+                tasks = [GeneratedTask(seed_id=sd.id, domain="arithmetic", variation=0, payload=sd.payload,
+                                       status=TaskStatus.VALID) for sd in picked_for(shape)]
+                task_repo.store_generated(s, run_id, epoch, tasks)
+            load_adapter(url, adapter_name(run_id, Role.AGENT, 1), adapter_path)
+            console.log(f"{shape.name}: {label}")
+            if baseline:
+                assert tree is not None
+                r = await asyncio.to_thread(run_baseline, tree, db_url, url, run_id, epoch)
+                created, errors, tokens, secs = r["created"], r["errors"], r["tokens"], r["seconds"]
+            else:
+                backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency,
+                                                               request_timeout_s=900))
+                try:
+                    res = await rollout_epoch(sessions, backend, run_id, epoch)
+                finally:
+                    await backend.aclose()
+                created, errors, tokens, secs = res.created, res.errors, res.completion_tokens, res.seconds
+            assert created == shape.tasks * shape.g and errors == 0, (label, created, errors)
+            prefill = _stored_prompt_tokens(db_url, run_id, epoch, shape.g)
+            if not baseline:
+                prefill //= shape.g  # n = G: each task's prompt is prefilled once
+            rows.append(Row(label, shape.name, created, prefill, tokens, secs))
+
+    async def warm_up() -> None:
+        warm = [domain.agent_messages(seeds[0].payload)]
+        await direct(url, served, warm, Shape("warm", 1, 4, 8), args.temperature, 4, False)
+
+    async def current_rows() -> None:
+        await warm_up()
+        agent_adapter = "bench-agent"
+        load_adapter(url, agent_adapter, adapter_path)
+        for shape in shapes:
+            prompts = [domain.agent_messages(sd.payload) for sd in picked_for(shape)]
+            for label, model, per_attempt in [
+                ("(a) vLLM direct, base, n=G", served, False),
+                ("(a') vLLM direct, base, one request per attempt", served, True),
+                ("(b) vLLM direct, adapter, n=G", agent_adapter, False),
+                ("(b') vLLM direct, adapter, one request per attempt", agent_adapter, True),
+            ]:
+                if per_attempt and args.skip_per_attempt:
+                    continue
+                console.log(f"{shape.name}: {label}")
+                n, p, c, secs = await direct(url, model, prompts, shape, args.temperature, args.concurrency,
+                                             per_attempt)
+                rows.append(Row(label, shape.name, n, p, c, secs))
+        await worker_rows("(c) rollout worker, adapter, stored", baseline=False)
+
+        sim_seeds = [InlineSeed(id=sd.id, payload=sd.payload) for sd in seeds[:: max(1, len(seeds) // args.sim_seeds)]]
+        sim_seeds = sim_seeds[: args.sim_seeds]
+        sim_shape = f"{len(sim_seeds)} seeds × n={args.sim_n}"
+        for label, adapter in [("(d) simulator generation, base", None),
+                               ("(d) simulator generation, adapter", agent_adapter)]:
+            request = GenerateRequest(domain="arithmetic", seeds=sim_seeds, n=args.sim_n, target_success=0.5,
+                                      adapter=adapter, temperature=1.0, max_tokens=args.sim_max_tokens)
+            backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency, request_timeout_s=900))
+            console.log(f"{sim_shape}: {label}")
+            start = time.perf_counter()
             try:
-                result = await rollout_epoch(sessions, backend, run_id, epoch)
+                tasks = await generate_tasks(backend, domain, request, request.seeds, guided=True)
             finally:
                 await backend.aclose()
-            assert result.created == len(prompts) and result.errors == 0, result
-            w_rows.append((result.completion_tokens, result.seconds))
+            secs = time.perf_counter() - start
+            errors = sum(t.rejection_reason is not None and t.rejection_reason.value == "generation_error"
+                         for t in tasks)
+            assert errors == 0, f"{errors} generation errors"
+            prompt = sum(t.prompt_tokens or 0 for t in tasks) // args.sim_n
+            completion = sum(t.completion_tokens or 0 for t in tasks)
+            rows.append(Row(label, sim_shape, len(tasks), prompt, completion, secs))
 
-        for epoch in range(args.rounds):
-            # ABBA order: each path goes first in every other round.
-            if epoch % 2 == 0:
-                d_rows.append(await direct(args.url, prompts, cfg, args.concurrency))
-                await worker(epoch)
-            else:
-                await worker(epoch)
-                d_rows.append(await direct(args.url, prompts, cfg, args.concurrency))
-        return d_rows, w_rows
+    async def baseline_rows() -> None:
+        await warm_up()
+        await worker_rows("(c0) baseline worker, adapter, stored", baseline=True)
 
-    d_rows, w_rows = asyncio.run(run())
-    engine.dispose()
-    tmp.cleanup()
-    d_tok, d_s = sum(t for t, _ in d_rows), sum(s for _, s in d_rows)
-    w_tok, w_s = sum(t for t, _ in w_rows), sum(s for _, s in w_rows)
-    table = Table(
-        title=f"Rollout throughput: {args.tasks} tasks × G={args.g}, concurrency {args.concurrency}, "
-        f"T={args.temperature}, max_tokens={args.max_tokens}, {args.rounds} round(s), {args.url}"
+    if args.url is not None:
+        if tree is not None:
+            asyncio.run(baseline_rows())
+        asyncio.run(current_rows())
+    else:
+        if tree is not None:
+            # The baseline's own launcher and server settings, without this checkout's vLLM plugin.
+            console.log(f"starting the baseline's vLLM server ({args.baseline_rev})")
+            proc = start_vllm(args.port, tmp / "vllm-baseline.log", tree=tree,
+                              env={"GENENV_VLLM_GROUPED_LORA": "0"})
+            try:
+                asyncio.run(baseline_rows())
+            finally:
+                stop_vllm(proc)
+        console.log("starting this checkout's vLLM server")
+        proc = start_vllm(args.port, tmp / "vllm.log")
+        try:
+            asyncio.run(current_rows())
+        finally:
+            stop_vllm(proc)
+
+    order = {shape.name: i for i, shape in enumerate(shapes)}
+    rows.sort(key=lambda r: (order.get(r.shape, len(order)), r.path))
+    where = args.url or "servers started per row group"
+    table = Table(title=f"Rollout and generation throughput: {os.cpu_count()} cores, {where}, {model_dir.name}, "
+                        f"T={args.temperature}, concurrency {args.concurrency}, LoRA rank {args.lora_rank}")
+    for col in ["path", "shape", "rollouts / tasks", "seconds", "per s", "gen tokens/s", "of limit"]:
+        table.add_column(col, justify="left" if col in {"path", "shape"} else "right")
+    for r in rows:
+        table.add_row(r.path, r.shape, str(r.units), f"{r.seconds:.1f}", f"{r.per_s:.2f}", f"{r.tokens_per_s:.1f}",
+                      f"{r.fraction_of(limit_tokens_per_s):.1%}")
+    console.print(table)
+    console.print(
+        f"limit: matmul {gflops['bfloat16']:.1f} GFLOP/s bf16, {gflops['float32']:.1f} GFLOP/s fp32 "
+        f"({os.cpu_count()} threads) → {limit_tokens_per_s:,.0f} tokens/s at 2 × {params / 1e6:.0f}M FLOPs/token"
     )
-    for col in ("path", "requests", "completion tokens", "seconds", "tokens/s"):
-        table.add_column(col, justify="right" if col != "path" else "left")
-    n = len(prompts) * args.rounds
-    table.add_row("vLLM direct (httpx)", str(n), str(d_tok), f"{d_s:.1f}", f"{d_tok / d_s:.1f}")
-    table.add_row("rollout worker (stored)", str(n), str(w_tok), f"{w_s:.1f}", f"{w_tok / w_s:.1f}")
-    table.add_row("ratio worker / direct", "", "", "", f"{(w_tok / w_s) / (d_tok / d_s):.3f}")
-    Console().print(table)
+
+    def ratio(num: str, den: str, shape: str) -> str:
+        a = next((r for r in rows if r.path.startswith(num) and r.shape == shape), None)
+        b = next((r for r in rows if r.path.startswith(den) and r.shape == shape), None)
+        return "n/a" if a is None or b is None else f"{a.per_s / b.per_s:.2f}"
+
+    ratios = Table(title="Ratios (same run)")
+    for col in ["shape", "(c)/(b)  ≥ 0.9", "(c)/(a)  ≥ 0.8", "(c)/(c0)  ≥ 3", "(b)/(a) adapter cost"]:
+        ratios.add_column(col, justify="left" if col == "shape" else "right")
+    for shape in shapes:
+        ratios.add_row(shape.name, ratio("(c) ", "(b) ", shape.name), ratio("(c) ", "(a) ", shape.name),
+                       ratio("(c) ", "(c0)", shape.name), ratio("(b) ", "(a) ", shape.name))
+    console.print(ratios)
+    sim = [r for r in rows if r.path.startswith("(d)")]
+    if len(sim) == 2:
+        console.print(f"simulator generation with / without adapter: {sim[1].per_s / sim[0].per_s:.2f} (target ≥ 0.8)")
+    if tree is not None:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
 
 
 if __name__ == "__main__":

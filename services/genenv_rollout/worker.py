@@ -1,5 +1,9 @@
 """The rollout job: every valid task of an epoch × G attempts, concurrently, stored as they finish.
 
+A task's missing attempts go out as one request with ``n`` = their number: the server prefills the prompt once
+and samples the attempts side by side; choice i becomes the i-th missing attempt, with its own token ids and
+sampling log-probs.
+
 ``rollout_epoch`` is plain async code; the Celery task wraps it and the embedded mode calls it directly.
 Idempotent: attempts already stored are skipped, and the (task, attempt) unique key drops any duplicate a
 concurrent worker might write.
@@ -55,7 +59,8 @@ class RolloutEpochResult:
 class _Plan:
     config: RunConfig
     adapter: str | None
-    jobs: list[tuple[int, int, list[dict[str, Any]] | str]]
+    # (task id, its missing attempt numbers, the agent prompt or why it cannot be rendered)
+    jobs: list[tuple[int, list[int], list[dict[str, Any]] | str]]
     tasks: int
     skipped: int
 
@@ -72,55 +77,64 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
         done = rollout_repo.stored_attempts(session, [t.id for t in tasks])
         latest = adapter_repo.latest_adapter(session, run_id, Role.AGENT)
         adapter = adapter_name(run_id, Role.AGENT, latest.version) if latest is not None else None
-        jobs: list[tuple[int, int, list[dict[str, Any]] | str]] = []
+        jobs: list[tuple[int, list[int], list[dict[str, Any]] | str]] = []
         for task in tasks:
+            missing = [a for a in range(config.rollouts_per_task) if (task.id, a) not in done]
+            if not missing:
+                continue
             try:
                 prompt: list[dict[str, Any]] | str = get_domain(task.domain).agent_messages(task.payload or {})
             except Exception as exc:  # a bad stored task is that task's error, not the batch's
                 prompt = f"cannot render the agent prompt: {exc!r}"
-            jobs += [(task.id, a, prompt) for a in range(config.rollouts_per_task) if (task.id, a) not in done]
+            jobs.append((task.id, missing, prompt))
         return _Plan(config, adapter, jobs, len(tasks), len(done))
 
 
-async def _attempt(
+async def _attempts(
     backend: InferenceBackend,
     plan: _Plan,
     task_id: int,
-    attempt: int,
+    attempts: list[int],
     prompt: list[dict[str, Any]] | str,
     request_retries: int,
-) -> NewRollout:
-    """One attempt; failed requests are retried ``request_retries`` times, then stored as an error."""
-    base = NewRollout(task_id=task_id, attempt=attempt, agent_adapter=plan.adapter)
+) -> list[NewRollout]:
+    """A task's missing attempts in one request; a failed request is retried ``request_retries`` times, then
+    every attempt it carried is stored as an error."""
+    bases = [NewRollout(task_id=task_id, attempt=a, agent_adapter=plan.adapter) for a in attempts]
     if isinstance(prompt, str):
-        return replace(base, error=prompt)
-    base = replace(base, prompt_messages=prompt)
+        return [replace(b, error=prompt) for b in bases]
+    bases = [replace(b, prompt_messages=prompt) for b in bases]
     retries = 0
     while True:
         try:
-            c = await backend.chat(
+            samples = await backend.chat_many(
                 prompt,
+                len(attempts),
                 adapter=plan.adapter,
                 temperature=plan.config.rollout_temperature,
                 max_tokens=plan.config.max_response_tokens,
                 logprobs=True,
             )
-        except Exception as exc:  # InferenceError or anything else: bounded retries, then an error row
+        except Exception as exc:  # InferenceError or anything else: bounded retries, then error rows
             if retries >= request_retries:
-                return replace(base, error=f"{type(exc).__name__}: {exc}"[:4000], retries=retries)
+                error = f"{type(exc).__name__}: {exc}"[:4000]
+                return [replace(b, error=error, retries=retries) for b in bases]
             retries += 1
             await asyncio.sleep(RETRY_BACKOFF_S * retries)
             continue
-        return replace(
-            base,
-            response=c.text,
-            token_ids=c.token_ids,
-            token_logprobs=c.token_logprobs,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            latency_s=c.latency_s,
-            retries=retries,
-        )
+        return [
+            replace(
+                base,
+                response=c.text,
+                token_ids=c.token_ids,
+                token_logprobs=c.token_logprobs,
+                prompt_tokens=c.prompt_tokens,
+                completion_tokens=c.completion_tokens,
+                latency_s=c.latency_s,
+                retries=retries,
+            )
+            for base, c in zip(bases, samples, strict=True)
+        ]
 
 
 def _cancelled(session_factory: sessionmaker[Session], run_id: str) -> bool:
@@ -173,17 +187,18 @@ async def _rollout_epoch(
         await publisher.ensure_latest(run_id, Role.AGENT)
     plan = await asyncio.to_thread(_plan, session_factory, run_id, epoch)
     pending = [
-        asyncio.create_task(_attempt(backend, plan, tid, a, prompt, request_retries)) for tid, a, prompt in plan.jobs
+        asyncio.create_task(_attempts(backend, plan, tid, attempts, prompt, request_retries))
+        for tid, attempts, prompt in plan.jobs
     ]
     created = errors = tokens = 0
     batch: list[NewRollout] = []
     writes: list[asyncio.Task[int]] = []
     # Store as results arrive (off the event loop), so progress is visible and a crash loses little work.
     for next_done in asyncio.as_completed(pending):
-        rollout = await next_done
-        errors += rollout.error is not None
-        tokens += rollout.completion_tokens or 0
-        batch.append(rollout)
+        rollouts = await next_done
+        errors += sum(r.error is not None for r in rollouts)
+        tokens += sum(r.completion_tokens or 0 for r in rollouts)
+        batch.extend(rollouts)
         if len(batch) >= storage.write_batch:
             writes.append(asyncio.create_task(asyncio.to_thread(_write, session_factory, batch)))
             batch = []

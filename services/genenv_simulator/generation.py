@@ -59,40 +59,51 @@ def _rejected(base: dict[str, Any], reason: RejectionReason, detail: str) -> Gen
     return GeneratedTask(**base, status=TaskStatus.REJECTED, rejection_reason=reason, rejection_detail=detail[:2000])
 
 
-async def _generate_one(
+async def _generate_seed(
     backend: InferenceBackend,
     domain: Domain,
     request: GenerateRequest,
     seed: Seed | None,
-    variation: int,
+    variations: list[int],
     schema: dict[str, Any] | None,
-) -> GeneratedTask:
+) -> list[GeneratedTask]:
+    """The missing variations of one seed: they share their prompt, so they are one request with n samples."""
     stats = request.seed_stats.get(seed.id) if seed is not None else None
     messages = domain.simulator_messages(
         seed, request.n, target_success=request.target_success, stats=(stats.k, stats.n) if stats else None
     )
-    base: dict[str, Any] = {
-        "seed_id": seed.id if seed is not None else None,
-        "domain": domain.name,
-        "variation": variation,
-        "prompt_messages": messages,
-        "generator_adapter": request.adapter,
-    }
+    bases: list[dict[str, Any]] = [
+        {
+            "seed_id": seed.id if seed is not None else None,
+            "domain": domain.name,
+            "variation": variation,
+            "prompt_messages": messages,
+            "generator_adapter": request.adapter,
+        }
+        for variation in variations
+    ]
     try:
-        completion: Completion = await backend.chat(
+        completions: list[Completion] = await backend.chat_many(
             messages,
+            len(variations),
             adapter=request.adapter,
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             json_schema=schema,
         )
     except InferenceError as exc:
-        return _rejected(base, RejectionReason.GENERATION_ERROR, str(exc))
-    base.update(
-        raw_text=completion.text,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-    )
+        return [_rejected(base, RejectionReason.GENERATION_ERROR, str(exc)) for base in bases]
+    return [_task(domain, seed, base, c) for base, c in zip(bases, completions, strict=True)]
+
+
+def _task(domain: Domain, seed: Seed | None, base: dict[str, Any], completion: Completion) -> GeneratedTask:
+    """One sample checked by the domain: a valid task or a rejection with its reason."""
+    base = {
+        **base,
+        "raw_text": completion.text,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+    }
     try:
         obj = extract_json(completion.text, completion.finish_reason)
         payload = domain.validate_generation(obj, seed)
@@ -119,9 +130,12 @@ async def generate_tasks(
     # allowed: it is a valid task and the curriculum scores it like any other.
     schema = domain.task_json_schema() if guided else None
     jobs = [
-        (seed, v) for seed in seeds for v in range(request.n) if (seed.id if seed is not None else None, v) not in skip
+        (seed, missing)
+        for seed in seeds
+        if (missing := [v for v in range(request.n) if (seed.id if seed is not None else None, v) not in skip])
     ]
-    results = await asyncio.gather(*(_generate_one(backend, domain, request, s, v, schema) for s, v in jobs))
+    per_seed = await asyncio.gather(*(_generate_seed(backend, domain, request, s, v, schema) for s, v in jobs))
+    results = [task for tasks in per_seed for task in tasks]
     seen: dict[str | None, set[str]] = {k: set(v) for k, v in (known or {}).items()}
     out: list[GeneratedTask] = []
     for task in results:

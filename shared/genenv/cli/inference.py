@@ -61,6 +61,14 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
             int | None, typer.Option("--max-loras", help="Adapters per batch (default: kept versions × roles + 1).")
         ] = None,
         kv_cache_gb: Annotated[int, typer.Option("--kv-cache-gb", help="CPU only: KV-cache memory in GiB.")] = 2,
+        dtype: Annotated[
+            str,
+            typer.Option(
+                "--dtype",
+                help="Model dtype: auto (GPU: vLLM's choice; CPU: bfloat16 with AVX-512/AMX, else float32), "
+                "bfloat16, float16 or float32.",
+            ),
+        ] = "auto",
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for /health.")] = 600.0,
         extra_arg: Annotated[
             list[str] | None,
@@ -82,6 +90,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras or default_max_loras(roles, settings.inference.keep_adapter_versions),
                 kv_cache_space_gb=kv_cache_gb,
+                dtype=dtype,
                 extra_args=tuple(extra_arg or ()),
             )
         except ValueError as exc:

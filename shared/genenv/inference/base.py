@@ -42,6 +42,22 @@ class InferenceBackend(Protocol):
         """One chat completion."""
         ...
 
+    async def chat_many(
+        self,
+        messages: list[ChatMessage],
+        n: int,
+        *,
+        adapter: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        logprobs: bool = False,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Completion]:
+        """``n`` independent samples for one prompt, in one request where the backend can: the prompt is
+        prefilled once for all of them (the G attempts of a task, the n variations of a seed)."""
+        ...
+
     async def complete(
         self,
         prompt: str,

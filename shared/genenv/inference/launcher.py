@@ -53,6 +53,9 @@ class VLLMServerConfig:
     max_loras: int = 4
     cpu: bool = field(default_factory=on_cpu)
     kv_cache_space_gb: int = 2
+    # "auto": vLLM's choice on GPU; on CPU bf16 only where the CPU computes it natively, else float32 (bf16 is
+    # emulated on AVX2-only CPUs: see bench/rollout_throughput.py and docs/deployment.md for the measured cost).
+    dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
     extra_args: tuple[str, ...] = ()
 
@@ -83,6 +86,13 @@ def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[s
         # raw T = 1 model (METHOD.md, agent update); the trainer scales its logits by 1/T to match.
         "--logprobs-mode", "processed_logprobs",
     ]  # fmt: skip
+    dtype = cfg.dtype
+    if dtype == "auto" and cfg.cpu:
+        from genenv.hardware import cpu_computes_bf16
+
+        dtype = "bfloat16" if cpu_computes_bf16() else "float32"
+    if dtype != "auto":
+        cmd += ["--dtype", dtype]
     if cfg.cpu:
         # CUDA-graph capture does not exist on CPU; the compile step alone costs ~50 s of start-up (INFRA.md).
         cmd.append("--enforce-eager")
@@ -93,6 +103,10 @@ def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[s
     return cmd + list(cfg.extra_args)
 
 
+# Up to this many usable cores, the CPU engine's threads are bound to all of them (see build_env).
+SMALL_CPU_CORES = 4
+
+
 def build_env(cfg: VLLMServerConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The server's environment: runtime LoRA loading on, no hub access, bounded KV cache on CPU."""
     env = dict(base)
@@ -100,6 +114,15 @@ def build_env(cfg: VLLMServerConfig, base: Mapping[str, str]) -> dict[str, str]:
     env["HF_HUB_OFFLINE"] = "1"
     if cfg.cpu:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_space_gb))
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if 0 < len(cores) <= SMALL_CPU_CORES:
+            # vLLM binds its model threads to all cores but one, which it leaves to the API server. On 2 cores
+            # that halves the compute: binding both measured 18.8 -> 23.7-28.6 rollouts/s (base) and 12.8 -> 17.7-18.6
+            # (with an adapter), the scheduler and API server sharing the cores (docs/deployment.md).
+            contiguous = cores == list(range(cores[0], cores[-1] + 1))
+            bind = f"{cores[0]}-{cores[-1]}" if contiguous else ",".join(str(c) for c in cores)
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", bind)
+            env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     return env
 
 

@@ -98,6 +98,30 @@ class LocalBackend:
         schema = None if json_schema is None else json.dumps(json_schema, sort_keys=True)
         return await self._submit(str(prompt), adapter, temperature, max_tokens, stop, schema)
 
+    async def chat_many(
+        self,
+        messages: list[ChatMessage],
+        n: int,
+        *,
+        adapter: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        logprobs: bool = False,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Completion]:
+        """``n`` samples: n requests, which the dispatcher decodes in one batch (this backend has no prefix
+        sharing; it exists for tests and tiny runs)."""
+        return list(
+            await asyncio.gather(
+                *(
+                    self.chat(messages, adapter=adapter, temperature=temperature, max_tokens=max_tokens,
+                              logprobs=logprobs, json_schema=json_schema, stop=stop)
+                    for _ in range(n)
+                )
+            )
+        )
+
     async def complete(
         self,
         prompt: str,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -65,6 +66,20 @@ class OpenAIBackend:
         stop: list[str] | None = None,
     ) -> Completion:
         """One chat completion (``json_schema`` = guided decoding to that schema)."""
+        body = self._chat_body(messages, adapter, temperature, max_tokens, logprobs, json_schema, stop)
+        data, latency = await self._post("/v1/chat/completions", body)
+        return _chat_completion(data, _first_choice(data), logprobs, latency)
+
+    def _chat_body(
+        self,
+        messages: list[ChatMessage],
+        adapter: str | None,
+        temperature: float,
+        max_tokens: int,
+        logprobs: bool,
+        json_schema: dict[str, Any] | None,
+        stop: list[str] | None,
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model(adapter),
             "messages": messages,
@@ -80,14 +95,42 @@ class OpenAIBackend:
             }
         if stop:
             body["stop"] = stop
+        return body
+
+    async def chat_many(
+        self,
+        messages: list[ChatMessage],
+        n: int,
+        *,
+        adapter: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        logprobs: bool = False,
+        json_schema: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Completion]:
+        """``n`` samples in one request (OpenAI ``n``): vLLM prefills the prompt once and decodes the n sequences
+        side by side. Each choice keeps its own token ids and sampling log-probs; token ids are always asked for,
+        so each sample's completion tokens are its own count, not the request's total."""
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        body = self._chat_body(messages, adapter, temperature, max_tokens, logprobs, json_schema, stop)
+        body.update(n=n, return_token_ids=True)
         data, latency = await self._post("/v1/chat/completions", body)
-        choice = _first_choice(data)
-        message = choice.get("message") or {}
-        token_logprobs: list[float] = []
-        if logprobs:
-            entries = (choice.get("logprobs") or {}).get("content") or []
-            token_logprobs = [float(e["logprob"]) for e in entries]
-        return _completion(data, choice, message.get("content") or "", token_logprobs, latency)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise InferenceError(f"asked for {n} choices, the server returned {got}")
+        choices = sorted(choices, key=lambda c: int(c.get("index", 0)))
+        if [int(c.get("index", -1)) for c in choices] != list(range(n)):
+            raise InferenceError("the server's choices do not carry the indexes 0..n-1")
+        prompt_tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+        out = []
+        for choice in choices:
+            completion = _chat_completion(data, choice, logprobs, latency)
+            # usage counts the request: the prompt once and every choice's tokens; each sample gets its own share
+            out.append(replace(completion, prompt_tokens=prompt_tokens, completion_tokens=len(completion.token_ids)))
+        return out
 
     async def complete(
         self,
@@ -176,6 +219,15 @@ def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise InferenceError("response has no choices")
     return choices[0]
+
+
+def _chat_completion(data: dict[str, Any], choice: dict[str, Any], logprobs: bool, latency: float) -> Completion:
+    message = choice.get("message") or {}
+    token_logprobs: list[float] = []
+    if logprobs:
+        entries = (choice.get("logprobs") or {}).get("content") or []
+        token_logprobs = [float(e["logprob"]) for e in entries]
+    return _completion(data, choice, message.get("content") or "", token_logprobs, latency)
 
 
 def _completion(

@@ -72,6 +72,19 @@ class ScriptedSimulator:
         text, finish = out if isinstance(out, tuple) else (out, "stop")
         return Completion(text=text, prompt_tokens=50, completion_tokens=len(text.split()), finish_reason=finish)
 
+    async def chat_many(self, messages: list[ChatMessage], n: int, **kw: Any) -> list[Completion]:
+        """n scripted samples in one request, which fails as a whole when any sample fails (as a server's does)."""
+        results: list[Completion | BaseException] = []
+        for _ in range(n):
+            try:
+                results.append(await self.chat(messages, **kw))
+            except InferenceError as exc:
+                results.append(exc)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return [r for r in results if isinstance(r, Completion)]
+
     async def complete(self, prompt: str, **kw: Any) -> Completion:
         raise NotImplementedError
 

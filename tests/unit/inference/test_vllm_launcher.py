@@ -137,3 +137,31 @@ def test_cli_rejects_a_bad_rank_before_starting_anything(model_dir: Path) -> Non
     result = CliRunner().invoke(app, ["serve", "vllm", "--model", str(model_dir), "--max-lora-rank", "12"])
     assert result.exit_code == 2
     assert time.monotonic() - started < 10
+
+
+def test_cpu_dtype_follows_what_the_cpu_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import genenv.hardware
+
+    cfg = VLLMServerConfig(model="/m", cpu=True)
+    for native, dtype in [(True, "bfloat16"), (False, "float32")]:
+        monkeypatch.setattr(genenv.hardware, "cpu_computes_bf16", lambda native=native: native)
+        cmd = build_command(cfg)
+        assert cmd[cmd.index("--dtype") + 1] == dtype
+    assert "--dtype" not in build_command(VLLMServerConfig(model="/m", cpu=False))
+    explicit = build_command(VLLMServerConfig(model="/m", cpu=False, dtype="float16"))
+    assert explicit[explicit.index("--dtype") + 1] == "float16"
+
+
+@pytest.mark.parametrize(
+    ("cores", "bind"), [({0, 1}, "0-1"), ({2, 3, 5}, "2,3,5"), (set(range(16)), None)]
+)
+def test_a_small_cpu_binds_the_engine_to_every_core(
+    monkeypatch: pytest.MonkeyPatch, cores: set[int], bind: str | None
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: cores)
+    env = build_env(VLLMServerConfig(model="/m", cpu=True), {})
+    assert env.get("VLLM_CPU_OMP_THREADS_BIND") == bind
+    assert env.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == (None if bind is None else "0")
+    # what the operator set wins
+    mine = build_env(VLLMServerConfig(model="/m", cpu=True), {"VLLM_CPU_OMP_THREADS_BIND": "1"})
+    assert mine["VLLM_CPU_OMP_THREADS_BIND"] == "1"
