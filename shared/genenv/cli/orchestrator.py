@@ -308,7 +308,7 @@ def _inference_server(settings: GenEnvSettings, backend: QuickstartBackend, home
 async def _quickstart(settings: GenEnvSettings, config: object) -> str:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from genenv.cli.render import epoch_table
+    from genenv.cli.render import epoch_table, phase_table
     from genenv.contracts.epochs import EpochPhase
     from genenv.contracts.runs import RunConfig
     from genenv_orchestrator.driver import PHASE_LABEL, drive
@@ -342,6 +342,7 @@ async def _quickstart(settings: GenEnvSettings, config: object) -> str:
         band = config.curriculum
         title = f"run {run.id} · band p̂ ∈ [{band.alpha - band.k_min:.2f}, {band.alpha + band.k_min:.2f}]"
         console.print(epoch_table(page.items, title=title, alpha=band.alpha, k_min=band.k_min))
+        console.print(phase_table(page.items))
         final = await stack.control_plane.get_run(run.id)
         if final.error:
             console.print(f"[red]error:[/red] {final.error}")

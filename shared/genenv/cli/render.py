@@ -11,6 +11,14 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+EPOCH_TABLE_LEGEND = (
+    "band: share of seed batches in the band · ok/rej: tasks valid/rejected · all/none: tasks solved by every/no "
+    "attempt · malf: unparseable replies · var: GRPO groups with reward variance · ctx: simulator prompts with "
+    "statistics · steps: optimiser steps agent/simulator · t.tok/r.tok: mean task/response tokens · a.v/s.v: adapter "
+    "versions · s: seconds"
+)
+
+
 def epoch_table(
     epochs: list[Epoch], *, title: str = "Epochs", alpha: float | None = None, k_min: float = 0.1
 ) -> Table:
@@ -21,10 +29,11 @@ def epoch_table(
     The caption says why a role was not trained in an epoch (no in-band seed batch, the KL cap, …): an adapter
     version that stops rising is the first thing a user asks about.
     """
-    table = Table(title=title, header_style="bold", caption="\n".join(untrained_notes(epochs)) or None,
-                  caption_justify="left")
-    for col in ("epoch", "phase", "p̂", "in-band", "tasks ok/rej", "solved/unsolved", "malformed", "var groups",
-                "ctx", "steps a/s", "prompt tok", "response tok", "agent v", "sim v", "seconds"):
+    # Short headers, explained in the caption: the table must fit 120 columns, or rich truncates the numbers.
+    caption = [EPOCH_TABLE_LEGEND, *untrained_notes(epochs)]
+    table = Table(title=title, header_style="bold", caption="\n".join(caption), caption_justify="left")
+    for col in ("ep", "phase", "p̂", "band", "ok/rej", "all/none", "malf", "var", "ctx", "steps", "t.tok", "r.tok",
+                "a.v", "s.v", "s"):
         table.add_column(col, justify="right", no_wrap=True)
     for e in epochs:
         s = e.summary
@@ -51,6 +60,32 @@ def epoch_table(
             "—" if s.agent_adapter_version is None else str(s.agent_adapter_version),
             "—" if s.simulator_adapter_version is None else str(s.simulator_adapter_version),
             f"{sum(s.phase_seconds.values()):.0f}",
+        )
+    return table
+
+
+def phase_table(epochs: list[Epoch], *, title: str = "Where the time went (seconds per phase)") -> Table:
+    """One row per epoch: seconds in each phase, and the generation and rollout rates those phases reached."""
+    from genenv.contracts.epochs import EpochPhase
+
+    seen = {name for e in epochs if e.summary for name in e.summary.phase_seconds}
+    phases = [p.value for p in EpochPhase if p.value in seen] + sorted(seen - {p.value for p in EpochPhase})
+    table = Table(title=title, header_style="bold")
+    for col in ("epoch", *phases, "total", "tasks/s", "rollouts/s"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for e in epochs:
+        s = e.summary
+        if s is None:
+            continue
+        sec = s.phase_seconds
+        generated = s.tasks_valid + s.tasks_rejected
+        gen_s, roll_s = sec.get(EpochPhase.GENERATE.value), sec.get(EpochPhase.ROLLOUT.value)
+        table.add_row(
+            str(e.index),
+            *[f"{sec[p]:.1f}" if p in sec else "—" for p in phases],
+            f"{sum(sec.values()):.0f}",
+            f"{generated / gen_s:.1f}" if gen_s and generated else "—",
+            f"{s.rollouts / roll_s:.1f}" if roll_s and s.rollouts else "—",
         )
     return table
 

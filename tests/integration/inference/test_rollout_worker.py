@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.runs import RunConfig
-from genenv.contracts.tasks import GeneratedTask, TaskStatus
+from genenv.contracts.tasks import ChatMessage, GeneratedTask, TaskStatus
 from genenv.db.engine import session_scope
 from genenv.db.models import RolloutRow, TaskRow
 from genenv.db.repositories import adapters as adapter_repo
@@ -20,6 +21,7 @@ from genenv.db.repositories import rollouts as rollout_repo
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.domains import get_domain
+from genenv.inference.base import Completion
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.queue import TASK_ROLLOUT_EPOCH
 from genenv.settings import GenEnvSettings, InferenceSettings
@@ -86,6 +88,48 @@ async def test_g_rollouts_per_task_with_logprobs_and_rerun_adds_nothing(
             assert r.prompt_messages[0]["content"].startswith("What is ")
         assert all(sorted(a) == list(range(G)) for a in by_task.values())
         assert all(statuses[t] == TaskStatus.VALID.value for t in by_task)
+
+
+class RecordingBackend(OpenAIBackend):
+    """The real client, recording how many samples each request asked for."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.requests: list[int] = []
+
+    async def chat_many(self, messages: list[ChatMessage], n: int, **kw: Any) -> list[Completion]:
+        self.requests.append(n)
+        return await super().chat_many(messages, n, **kw)
+
+
+async def test_one_request_per_task_and_a_rerun_samples_only_the_missing_attempts(
+    vllm_url: str, pg_sessions: sessionmaker[Session], inference_settings: InferenceSettings
+) -> None:
+    run_id = _make_run(pg_sessions, ["3 + 4", "12 + 9"])
+    backend = RecordingBackend(vllm_url, inference_settings)
+    try:
+        first = await rollout_epoch(pg_sessions, backend, run_id, 0)
+        assert backend.requests == [G, G]  # the G attempts of a task share one request (one prefill)
+        with session_scope(pg_sessions) as s:  # what a crash between two writes leaves: some attempts missing
+            rows = rollout_repo.epoch_rollouts(s, run_id, 0)
+            kept = {(r.task_id, r.attempt): list(r.token_ids or []) for r in rows}
+            gone = sorted(kept)[0], sorted(kept)[-1]
+            for r in rows:
+                if (r.task_id, r.attempt) in gone:
+                    s.delete(s.get(RolloutRow, r.id))
+        backend.requests.clear()
+        second = await rollout_epoch(pg_sessions, backend, run_id, 0)
+    finally:
+        await backend.aclose()
+    assert first.created == 2 * G and (second.created, second.skipped) == (2, 2 * G - 2)
+    assert sorted(backend.requests) == [1, 1]
+    with session_scope(pg_sessions) as s:
+        after = {(r.task_id, r.attempt): r for r in rollout_repo.epoch_rollouts(s, run_id, 0)}
+        assert sorted(after) == sorted(kept)
+        for key, row in after.items():
+            assert row.token_ids and len(row.token_ids) == len(row.token_logprobs or [])
+            if key not in gone:
+                assert list(row.token_ids) == kept[key]  # stored attempts are left alone
 
 
 async def test_failed_requests_are_stored_as_errors(

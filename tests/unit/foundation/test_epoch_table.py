@@ -61,3 +61,20 @@ def test_trust_region_stops_and_the_fidelity_columns_are_shown() -> None:
     row = next(line for line in text.splitlines() if "0.45" in line)
     for cell in ("7", "0.75", "1.00", "3/2"):
         assert cell in row.split(), (cell, row)
+
+
+def test_phase_table_shows_seconds_per_phase_and_rates() -> None:
+    from genenv.cli.render import phase_table
+
+    summary = EpochSummary(tasks_valid=20, tasks_rejected=4, rollouts=120,
+                           phase_seconds={"generate": 4.0, "rollout": 8.0, "train": 30.0})
+    epochs = [Epoch(run_id="r", index=0, phase=EpochPhase.CLOSED, summary=summary, started_at=datetime.now(UTC)),
+              Epoch(run_id="r", index=1, phase=EpochPhase.ROLLOUT, started_at=datetime.now(UTC))]
+    console = Console(width=200, record=True)
+    console.print(phase_table(epochs))
+    text = console.export_text().splitlines()
+    header = next(line for line in text if "┃" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "epoch", "generate", "rollout", "train", "total", "tasks/s", "rollouts/s"]
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text if "│" in line]
+    assert rows == [["0", "4.0", "8.0", "30.0", "42", "6.0", "15.0"]]  # the unfinished epoch has no summary yet
