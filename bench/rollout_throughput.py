@@ -57,7 +57,7 @@ from genenv_simulator.generation import generate_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The commit before issue 11: its worker sends one request per attempt.
-DEFAULT_BASELINE_REV = "027cb37"
+DEFAULT_BASELINE_REV = "0b81221"
 
 
 SIM_BASE = "(d) simulator generation, base"
