@@ -13,7 +13,7 @@ quickstart's (24 tasks × G = 6, 24 response tokens) and 16 tasks × G = 8.
 - (c0) the same with the code before this issue (``--baseline-rev``, a git worktree): its worker, which sends one
   request per attempt, against its own server launcher (vLLM's default thread binding, no grouped-LoRA plugin);
 - (d) simulator generation (``generate_tasks``: n variations per seed, guided JSON, the quickstart's 96 task
-  tokens) without and with a simulator adapter;
+  tokens) without and with a simulator adapter, and (d') without guided decoding (its cost);
 - the limit: a torch matmul at the model's MLP shapes (bf16 and fp32, the faster counts), as GFLOP/s, turned
   into tokens/s with 2 × parameters FLOPs per token. Each row's "of limit" is its processed tokens (prompt once
   per request + completion) per second as a fraction of that.
@@ -62,7 +62,8 @@ DEFAULT_BASELINE_REV = "0b81221"
 
 SIM_BASE = "(d) simulator generation, base"
 SIM_ADAPTER = "(d) simulator generation, adapter"
-ROW_ORDER = ["(a) ", "(a') ", "(b) ", "(b') ", "(c) ", "(c0)", SIM_BASE, SIM_ADAPTER]
+SIM_FREE = "(d') simulator generation, base, no guided decoding"
+ROW_ORDER = ["(a) ", "(a') ", "(b) ", "(b') ", "(c) ", "(c0)", SIM_BASE, SIM_ADAPTER, SIM_FREE]
 
 
 @dataclass(frozen=True)
@@ -371,14 +372,15 @@ def main() -> None:
         sim_shape = f"{len(sim_seeds)} seeds × n={args.sim_n}"
         # Short runs: two rounds each, alternating (base, adapter, base, adapter), summed per row.
         totals: dict[str, list[float]] = {}
-        for label, adapter in 2 * [(SIM_BASE, None), (SIM_ADAPTER, agent_adapter)]:
+        for label, adapter in 2 * [(SIM_BASE, None), (SIM_ADAPTER, agent_adapter), (SIM_FREE, None)]:
             request = GenerateRequest(domain="arithmetic", seeds=sim_seeds, n=args.sim_n, target_success=0.5,
                                       adapter=adapter, temperature=1.0, max_tokens=args.sim_max_tokens)
+            guided = label != SIM_FREE
             backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency, request_timeout_s=900))
             console.log(f"{sim_shape}: {label}")
             start = time.perf_counter()
             try:
-                tasks = await generate_tasks(backend, domain, request, request.seeds, guided=True)
+                tasks = await generate_tasks(backend, domain, request, request.seeds, guided=guided)
             finally:
                 await backend.aclose()
             secs = time.perf_counter() - start
@@ -447,7 +449,7 @@ def main() -> None:
         ratios.add_row(shape.name, ratio("(c) ", "(b) ", shape.name), ratio("(c) ", "(a) ", shape.name),
                        ratio("(c) ", "(c0)", shape.name), ratio("(b) ", "(a) ", shape.name))
     console.print(ratios)
-    sim = {r.path: r for r in rows if r.path.startswith("(d)")}
+    sim = {r.path: r for r in rows if r.path in (SIM_BASE, SIM_ADAPTER)}
     if len(sim) == 2:
         with_adapter = sim[SIM_ADAPTER].per_s / sim[SIM_BASE].per_s
         console.print(f"simulator generation with / without adapter: {with_adapter:.2f} (target ≥ 0.8)")

@@ -113,3 +113,51 @@ async def test_failed_load_raises(vllm_url: str, server: CountingServer, pg_sess
     with session_scope(pg_sessions) as s:
         assert served_adapters.list_served(s, server.server_id, run_id=run_id) == []
     assert adapter_name(run_id, Role.AGENT, 1) not in await server.list_adapters()
+
+
+PROMPTS = [
+    [{"role": "user", "content": "Name three colours."}],
+    [{"role": "user", "content": "What is 17 + 25? Answer with the number only."}],
+    [{"role": "user", "content": "Write one sentence about the sea."}],
+]
+
+
+async def test_served_adapter_outputs_are_the_adapters_outputs(
+    vllm_url: str, server: CountingServer, real_lora_dirs: list[Path], model_dir: Path,
+    inference_settings: InferenceSettings,
+) -> None:
+    """At T = 0 the server with the adapter (vLLM's LoRA path, with genenv's grouped CPU ops when on CPU) picks,
+    at every step, the token PEFT's model with the same adapter ranks first, teacher-forced on the served
+    prefix. Steps where PEFT's top two are within 0.05 nats are not judged: two correct implementations in bf16
+    may break such a near-tie either way."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = f"parity-{uuid.uuid4().hex[:8]}"
+    await server.load_adapter(name, str(real_lora_dirs[1]))
+    served = []
+    for prompt in PROMPTS:
+        backend = OpenAIBackend(vllm_url, inference_settings)
+        try:
+            c = await backend.chat(prompt, adapter=name, temperature=0.0, max_tokens=12, logprobs=True)
+        finally:
+            await backend.aclose()
+        served.append(c.token_ids)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)
+    model = PeftModel.from_pretrained(base, str(real_lora_dirs[1])).eval()
+    judged = 0
+    for prompt, tokens in zip(PROMPTS, served, strict=True):
+        text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        prefix = tokenizer(text, add_special_tokens=False)["input_ids"]  # as vLLM tokenizes a chat prompt
+        ids = torch.tensor([list(prefix) + tokens])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prefix) - 1 : -1].float()
+        top2 = logits.log_softmax(-1).topk(2, dim=-1)
+        for step, token in enumerate(tokens):
+            if float(top2.values[step, 0] - top2.values[step, 1]) < 0.05:
+                continue
+            judged += 1
+            assert int(top2.indices[step, 0]) == token, (prompt, step, tokens)
+    assert judged >= 24  # most steps are clear decisions
