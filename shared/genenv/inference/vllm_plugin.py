@@ -103,4 +103,6 @@ def register() -> None:
     from vllm.logger import init_logger
 
     # vLLM's logger, so the line shows in the server's log (ours has no handler inside vLLM's processes).
-    init_logger("vllm.plugins.genenv_grouped_lora").info("genenv: grouped LoRA matmuls installed for vLLM's CPU LoRA ops (pid %d)", os.getpid())
+    init_logger("vllm.plugins.genenv_grouped_lora").info(
+        "genenv: grouped LoRA matmuls installed for vLLM's CPU LoRA ops (pid %d)", os.getpid()
+    )
