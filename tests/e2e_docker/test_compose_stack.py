@@ -195,6 +195,10 @@ def stack(images: float, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         yield st
     finally:
         print(st.logs(tail=30))
+        # Every container's whole log survives `down -v`, for the failure that the last 30 lines do not explain.
+        full = tmp / "compose.log"
+        full.write_text(st.run("logs", "--no-color", "--timestamps", check=False, timeout=300).stdout)
+        print(f"full container logs: {full}")
         st.run("down", "-v", "--remove-orphans", "--timeout", "20", check=False, timeout=300)
 
 
