@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import yaml
 from rich.console import Console
@@ -52,6 +51,7 @@ from genenv.db import migrate
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.repositories import epochs as epoch_repo
 from genenv.db.repositories import runs as run_repo
+from genenv.inference.launcher import LaunchError, wait_healthy
 from genenv.settings import DatabaseSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,20 +222,14 @@ def start_server(url: str, workers: int) -> tuple[subprocess.Popen[bytes], int]:
         env=env,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"control plane exited with {proc.returncode}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                # every worker answers once the master's socket accepts; give the others a moment to finish import
-                time.sleep(2.0 * workers)
-                return proc, port
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("control plane did not become ready in 120 s")
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=120, poll_s=0.5, path="/readyz")
+    except LaunchError:
+        proc.kill()
+        raise
+    # the master's socket accepts as soon as one worker is up; give the others a moment to finish importing
+    time.sleep(2.0 * workers)
+    return proc, port
 
 
 def _server_cpu_s(proc: subprocess.Popen[bytes]) -> float:

@@ -49,6 +49,7 @@ from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.domains import get_domain
+from genenv.inference.launcher import LaunchError, wait_healthy
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.models.prepare import resolve_model
 from genenv.settings import DatabaseSettings, InferenceSettings, get_settings
@@ -169,7 +170,8 @@ BASELINE_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
     from genenv.db.engine import make_engine, make_session_factory
-    from genenv.inference.openai_client import OpenAIBackend
+    from genenv.inference.launcher import LaunchError, wait_healthy
+from genenv.inference.openai_client import OpenAIBackend
     from genenv.settings import DatabaseSettings, InferenceSettings
     from genenv_rollout.worker import rollout_epoch
     db_url, url, run_id, epoch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -241,23 +243,20 @@ def start_vllm(port: int, log_path: Path, *, tree: Path | None = None, env: dict
             [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--port", str(port)],
             env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree or ROOT,
         )
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with {proc.returncode}; see {log_path}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise SystemExit(f"vLLM not healthy after 600 s; see {log_path}")
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=600)
+    except LaunchError as exc:
+        stop_vllm(proc)
+        raise SystemExit(f"{exc}; see {log_path}") from exc
+    return proc
 
 
 def stop_vllm(proc: Any) -> None:
+    import contextlib
     import signal
 
-    os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):  # it may have exited already
+        os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(60)
 
 

@@ -100,10 +100,11 @@ async def _attempts(
 ) -> list[NewRollout]:
     """A task's missing attempts in one request; a failed request is retried ``request_retries`` times, then
     every attempt it carried is stored as an error."""
-    bases = [NewRollout(task_id=task_id, attempt=a, agent_adapter=plan.adapter) for a in attempts]
     if isinstance(prompt, str):
-        return [replace(b, error=prompt) for b in bases]
-    bases = [replace(b, prompt_messages=prompt) for b in bases]
+        return [NewRollout(task_id=task_id, attempt=a, agent_adapter=plan.adapter, error=prompt) for a in attempts]
+    bases = [
+        NewRollout(task_id=task_id, attempt=a, agent_adapter=plan.adapter, prompt_messages=prompt) for a in attempts
+    ]
     retries = 0
     while True:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 def cpu_computes_bf16() -> bool:
     """True on a CPU with AVX-512 or AMX, where bf16 matmuls run natively; an AVX2-only CPU emulates them.
@@ -13,3 +15,8 @@ def cpu_computes_bf16() -> bool:
 
     capability = torch.backends.cpu.get_cpu_capability()
     return "AVX512" in capability or "AMX" in capability
+
+
+def cpu_dtype() -> Literal["bfloat16", "float32"]:
+    """The dtype a model runs in on this CPU: bf16 where it is native, else fp32."""
+    return "bfloat16" if cpu_computes_bf16() else "float32"

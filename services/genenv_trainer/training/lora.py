@@ -12,7 +12,7 @@ import torch
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.runs import LoraConfig
-from genenv.hardware import cpu_computes_bf16
+from genenv.hardware import cpu_dtype
 from genenv_trainer.training.optim import save_state
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -36,7 +36,7 @@ def resolve_dtype(setting: Literal["auto", "bfloat16", "float32"], device: torch
         return setting
     if device.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return "bfloat16" if cpu_computes_bf16() else "float32"
+    return cpu_dtype()
 
 
 def load_tokenizer(model_path: Path) -> Any:

@@ -30,7 +30,7 @@ def make_engine(settings: DatabaseSettings) -> Engine:
     engine = create_engine(url, **kwargs)
     if not url.startswith("sqlite"):
         _ping_idle_connections(engine, settings.ping_after_idle_s)
-    if url.startswith("sqlite"):
+    else:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -88,9 +88,9 @@ def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[s
     ]  # fmt: skip
     dtype = cfg.dtype
     if dtype == "auto" and cfg.cpu:
-        from genenv.hardware import cpu_computes_bf16
+        from genenv.hardware import cpu_dtype
 
-        dtype = "bfloat16" if cpu_computes_bf16() else "float32"
+        dtype = cpu_dtype()
     if dtype != "auto":
         cmd += ["--dtype", dtype]
     if cfg.cpu:
@@ -126,15 +126,17 @@ def build_env(cfg: VLLMServerConfig, base: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 1.0) -> float:
-    """Poll ``url``/health until it answers 200; seconds waited. LaunchError if the process dies or time runs out."""
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 1.0, path: str = "/health"
+) -> float:
+    """Poll ``url + path`` until it answers 200; seconds waited. LaunchError if the process dies or time runs out."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         code = proc.poll()
         if code is not None:
             raise LaunchError(f"vLLM exited with code {code} before becoming healthy")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=2.0).status_code == 200:
                 return time.monotonic() - start
         time.sleep(poll_s)
     raise LaunchError(f"vLLM at {url} not healthy after {timeout_s:.0f} s")

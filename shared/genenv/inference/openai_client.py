@@ -121,12 +121,12 @@ class OpenAIBackend:
         if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
             got = len(choices) if isinstance(choices, list) else "no"
             raise InferenceError(f"asked for {n} choices, the server returned {got}")
-        choices = sorted(choices, key=lambda c: int(c.get("index", 0)))
-        if [int(c.get("index", -1)) for c in choices] != list(range(n)):
+        by_index = {int(c.get("index", -1)): c for c in choices}
+        if sorted(by_index) != list(range(n)):
             raise InferenceError("the server's choices do not carry the indexes 0..n-1")
         prompt_tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
         out = []
-        for choice in choices:
+        for choice in (by_index[i] for i in range(n)):
             completion = _chat_completion(data, choice, logprobs, latency)
             # usage counts the request: the prompt once and every choice's tokens; each sample gets its own share
             out.append(replace(completion, prompt_tokens=prompt_tokens, completion_tokens=len(completion.token_ids)))

@@ -43,18 +43,19 @@ def _grouped_matmul(inputs: Any, weights: Any, indices: Any, dtype: Any) -> Any:
 def make_ops(upstream: Any) -> dict[str, Any]:
     """The replacement functions, falling back to ``upstream``'s for shapes outside the per-token case."""
 
-    def per_token(inputs: Any, indices: Any) -> bool:
-        return bool(inputs.dim() == 2 and indices.dim() == 1 and inputs.shape[0] == indices.shape[0])
+    def per_token(inputs: Any, indices: Any, output: Any) -> bool:
+        rows = inputs.shape[0]
+        return bool(inputs.dim() == 2 and indices.dim() == 1 and indices.shape[0] == rows == output.shape[0])
 
     def bgmv_shrink(inputs: Any, lora_a: Any, output: Any, indices: Any, scaling: float = 1.0) -> None:
-        if not per_token(inputs, indices) or output.shape[0] != inputs.shape[0]:
+        if not per_token(inputs, indices, output):
             return upstream.bgmv_shrink(inputs, lora_a, output, indices, scaling)  # type: ignore[no-any-return]
         outputs = _grouped_matmul(inputs, lora_a, indices, output.dtype)
         output[:, : outputs.shape[1]] = scaling * outputs[:]
         return None
 
     def bgmv_expand(inputs: Any, lora_b: Any, output: Any, indices: Any, add_inputs: bool = True) -> None:
-        if not per_token(inputs, indices) or output.shape[0] != inputs.shape[0]:
+        if not per_token(inputs, indices, output):
             return upstream.bgmv_expand(inputs, lora_b, output, indices, add_inputs)  # type: ignore[no-any-return]
         outputs = _grouped_matmul(inputs, lora_b, indices, output.dtype)
         common = min(outputs.shape[1], output.shape[1])
@@ -68,7 +69,7 @@ def make_ops(upstream: Any) -> dict[str, Any]:
         inputs: Any, lora_b: Any, output: Any, indices: Any, slice_offset: int, slice_size: int,
         add_inputs: bool = True,
     ) -> None:
-        if not per_token(inputs, indices) or output.shape[0] != inputs.shape[0]:
+        if not per_token(inputs, indices, output):
             return upstream.bgmv_expand_slice(  # type: ignore[no-any-return]
                 inputs, lora_b, output, indices, slice_offset, slice_size, add_inputs
             )

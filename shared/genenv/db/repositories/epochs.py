@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Row, Text, cast, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.epochs import Epoch, EpochPhase, EpochSummary
@@ -38,22 +38,11 @@ def list_epochs(session: Session, run_id: str, *, cursor: str | None = None, lim
     # Columns, not ORM entities: a page is read-only, and building 50 tracked instances cost more than the query.
     # The summary comes as its JSON text, the key of the validated-summary cache.
     stmt = select(
-        EpochRow.id, EpochRow.index, EpochRow.phase, cast(EpochRow.summary, Text), EpochRow.started_at,
-        EpochRow.finished_at,
+        EpochRow.id, EpochRow.run_id, EpochRow.index, EpochRow.phase, cast(EpochRow.summary, Text).label("text"),
+        EpochRow.started_at, EpochRow.finished_at,
     ).where(EpochRow.run_id == run_id)
     rows, next_cursor = keyset_page(session, stmt, EpochRow.id, cursor=cursor, limit=limit)
-    items = [
-        Epoch(
-            run_id=run_id,
-            index=index,
-            phase=EpochPhase(phase),
-            summary=_summary(summary),
-            started_at=as_utc(started_at),
-            finished_at=as_utc_opt(finished_at),
-        )
-        for _id, index, phase, summary, started_at, finished_at in rows
-    ]
-    return Page[Epoch](items=items, next_cursor=next_cursor)
+    return Page[Epoch](items=[_epoch(r, _summary(r.text)) for r in rows], next_cursor=next_cursor)
 
 
 # Epoch summaries by their stored JSON text: decoding and validating a page of summaries was most of the CPU of
@@ -96,11 +85,16 @@ def upsert(
 
 def to_contract(row: EpochRow) -> Epoch:
     """The wire form of an epoch row."""
+    return _epoch(row, EpochSummary.model_validate(row.summary) if row.summary is not None else None)
+
+
+def _epoch(row: EpochRow | Row[Any], summary: EpochSummary | None) -> Epoch:
+    """An epoch row (an entity, or a row of the listed columns) with its validated summary."""
     return Epoch(
         run_id=row.run_id,
         index=row.index,
         phase=EpochPhase(row.phase),
-        summary=EpochSummary.model_validate(row.summary) if row.summary is not None else None,
+        summary=summary,
         started_at=as_utc(row.started_at),
         finished_at=as_utc_opt(row.finished_at),
     )

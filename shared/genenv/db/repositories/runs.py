@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Row, and_, or_, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
@@ -101,20 +101,7 @@ def list_runs(
     if missing:
         for run_id, stored in session.execute(select(RunRow.id, RunRow.config).where(RunRow.id.in_(missing))):
             configs[run_id] = _config(run_id, stored)
-    items = [
-        Run(
-            id=r.id,
-            name=r.name,
-            status=RunStatus(r.status),
-            config=configs[r.id],
-            current_epoch=r.current_epoch,
-            error=r.error,
-            created_at=as_utc(r.created_at),
-            updated_at=as_utc(r.updated_at),
-        )
-        for r in rows
-    ]
-    return Page[Run](items=items, next_cursor=next_cursor)
+    return Page[Run](items=[_run(r, configs[r.id]) for r in rows], next_cursor=next_cursor)
 
 
 def transition(session: Session, run_id: str, target: RunStatus, *, error: str | None = None) -> RunRow:
@@ -158,11 +145,16 @@ def delete(session: Session, run_id: str) -> None:
 
 def to_contract(row: RunRow) -> Run:
     """The wire form of a run row."""
+    return _run(row, _config(row.id, row.config))
+
+
+def _run(row: RunRow | Row[Any], config: RunConfig) -> Run:
+    """A run row (an entity, or a row of the summary columns) with its validated config."""
     return Run(
         id=row.id,
         name=row.name,
         status=RunStatus(row.status),
-        config=_config(row.id, row.config),
+        config=config,
         current_epoch=row.current_epoch,
         error=row.error,
         created_at=as_utc(row.created_at),
