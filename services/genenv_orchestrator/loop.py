@@ -18,6 +18,7 @@ from genenv.contracts.epochs import EpochPhase, next_phase
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RunRow
+from genenv.db.repositories import experiments
 from genenv.observability.tensorboard import write_epoch_scalars
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
@@ -101,11 +102,13 @@ async def advance(ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback
                     outcome = _close(ctx, run_id, epoch)
                     notify(run_id, epoch, phase, "done")
                     if outcome != RunStatus.RUNNING.value:
+                        await _chain_experiment(ctx, run_id)
                         return outcome
                     continue
                 result = await PHASES[phase](ctx, view, epoch)
             except PhaseFailedError as exc:
                 _fail(ctx, run_id, f"{phase.value} (epoch {epoch}): {exc}")
+                await _chain_experiment(ctx, run_id)
                 return RunStatus.FAILED.value
             except Exception as exc:  # transient: a service or model call failed; retried, then the run fails
                 log.exception("phase %s of run %s epoch %d failed", phase.value, run_id, epoch)
@@ -113,6 +116,7 @@ async def advance(ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback
                 failures = _count_failure(ctx, run_id, epoch, phase)
                 if failures >= limit:
                     _fail(ctx, run_id, f"{phase.value} (epoch {epoch}) failed {limit} times: {exc}")
+                    await _chain_experiment(ctx, run_id)
                     return RunStatus.FAILED.value
                 notify(run_id, epoch, phase, "retry")
                 # Exponential backoff: a restarting service gets time to come back before the retries run out.
@@ -141,6 +145,19 @@ def _finish_phase(ctx: OrchestratorContext, run_id: str, epoch: int, phase: Epoc
         seconds[phase.value] = round(time.time() - float(started), 3)
         q.merge_summary(row, phase_seconds=seconds)
         row.phase = next_phase(phase).value
+
+
+async def _chain_experiment(ctx: OrchestratorContext, run_id: str) -> None:
+    """A member of a sequential experiment finished: start the next member and hand it to the orchestrator.
+
+    Idempotent (a member already started is live, so a second call starts nothing). If this process dies between
+    the commit and the message, the next member is 'running' and the orchestrator's start-up re-enqueues it.
+    """
+    with session_scope(ctx.session_factory) as s:
+        following = experiments.start_next_member(s, run_id)
+    if following is not None:
+        log.info("run %s finished; started the next member %s of its experiment", run_id, following)
+        await ctx.dispatcher.advance_later(following, 0.0)
 
 
 def _count_failure(ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase) -> int:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.routing import Route
 
 import genenv.contracts.adapters
+import genenv.contracts.experiments
 import genenv.contracts.rollouts
 import genenv.contracts.runs
 import genenv.contracts.scores
@@ -57,6 +58,7 @@ def _request_models() -> dict[str, type[BaseModel]]:
     models: dict[str, type[BaseModel]] = {}
     for module in (
         genenv.contracts.adapters,
+        genenv.contracts.experiments,
         genenv.contracts.runs,
         genenv.contracts.rollouts,
         genenv.contracts.scores,

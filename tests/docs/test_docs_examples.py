@@ -13,11 +13,14 @@ from docs_helpers import EXAMPLES, REPO
 from typer.testing import CliRunner
 
 from genenv.benchmarks.registry import benchmark_names
+from genenv.cli.experiments import load_experiment
 from genenv.cli.main import app
 from genenv.contracts.runs import RunConfig, RunMode
 from genenv.domains import domain_names
 
-FILES = sorted(EXAMPLES.glob("*.yaml"))
+# Experiment files hold a run config as their `template`; every other example is a run config.
+EXPERIMENTS = sorted(EXAMPLES.glob("experiment-*.yaml"))
+FILES = sorted(set(EXAMPLES.glob("*.yaml")) - set(EXPERIMENTS))
 QUICKSTART = EXAMPLES / "quickstart-arithmetic.yaml"
 BASELINES = {
     RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
@@ -149,4 +152,42 @@ def test_baselines_differ_from_the_quickstart_only_in_mode(mode: RunMode) -> Non
 
 def test_examples_readme_lists_every_example() -> None:
     readme = (EXAMPLES / "README.md").read_text()
-    assert {p.name for p in FILES} == set(re.findall(r"\[`?([\w.-]+\.yaml)`?\]", readme))
+    assert {p.name for p in FILES + EXPERIMENTS} == set(re.findall(r"\[`?([\w.-]+\.yaml)`?\]", readme))
+
+
+def test_the_experiment_presets_exist() -> None:
+    assert {p.name for p in EXPERIMENTS} == {"experiment-cpu-arithmetic.yaml", "experiment-gpu-bfcl.yaml"}
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> None:
+    body = load_experiment(path)
+    assert body.name == body.template.name == path.stem
+    assert body.template.eval_every == 1 and body.template.eval_benchmarks  # held-out accuracy every epoch
+    assert body.template.curriculum.alpha == 0.5 and body.template.curriculum.k_min == 0.1  # the paper's band
+    assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION} <= set(body.modes)
+    assert body.replicates >= 3
+    env = {
+        "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "GENENV_SERVICES__CONTROL_PLANE": "inprocess",
+        "GENENV_AUTH__TOKENS": "[]",
+    }
+    result = CliRunner().invoke(app, ["experiment", "create", str(path), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    created = json.loads(result.output)
+    assert len(created["members"]) == len(body.modes) * body.replicates
+    assert RunConfig.model_validate(created["template"]) == body.template
+
+
+def test_cpu_preset_is_the_arithmetic_ablation() -> None:
+    body = load_experiment(EXAMPLES / "experiment-cpu-arithmetic.yaml")
+    assert body.template.domain == "arithmetic" and body.template.eval_benchmarks == ["arithmetic"]
+    assert body.template.base_model == "smollm2-135m-instruct" and not body.concurrent
+    assert body.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+
+
+def test_gpu_preset_carries_table_2() -> None:
+    body = load_experiment(EXAMPLES / "experiment-gpu-bfcl.yaml")
+    assert {path: _get(body.template, path) for path in PAPER} == PAPER
+    assert body.template.eval_benchmarks == ["bfcl"] and body.concurrent
+    assert set(body.modes) == set(RunMode)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunCreate, RunStatus
-from genenv.db.repositories import runs
+from genenv.db.repositories import experiments, runs
 from genenv.db.repositories.common import DEFAULT_LIMIT
 from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
 
@@ -57,10 +57,12 @@ def delete_run(run_id: RunId, cp: ControlPlaneDep) -> Response:
     return Response(status_code=204)
 
 
-def _apply(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
+def _apply(cp: ControlPlane, run_id: str, action: RunAction) -> tuple[Run, str | None]:
+    """The action, and the next member run it starts when it cancels a member of a sequential experiment."""
     with cp.transaction() as session:
         row = runs.apply_action(session, run_id, action)
-    return runs.to_contract(row)
+        following = experiments.start_next_member(session, run_id) if action == "cancel" else None
+        return runs.to_contract(row), following
 
 
 def _get(cp: ControlPlane, run_id: str) -> Run:
@@ -73,15 +75,15 @@ async def _act(cp: ControlPlane, run_id: str, action: RunAction) -> Run:
         # Before the transition: a run whose adapters the servers cannot serve correctly never starts.
         current = await run_in_threadpool(_get, cp, run_id)
         await cp.base_model_check.check(current.config.base_model)
-    run = await run_in_threadpool(_apply, cp, run_id, action)
+    run, following = await run_in_threadpool(_apply, cp, run_id, action)
     # Only after the commit: a worker that receives the message must find the run already 'running'.
-    if run.status is RunStatus.RUNNING:
+    for started in ([run.id] if run.status is RunStatus.RUNNING else []) + ([following] if following else []):
         try:
-            await cp.enqueuer.advance_run(run.id)
+            await cp.enqueuer.advance_run(started)
         except Exception as exc:
-            log.exception("run %s is running but its advance message was not queued", run.id)
+            log.exception("run %s is running but its advance message was not queued", started)
             raise UnavailableError(
-                f"run {run.id} is running but the orchestrator could not be notified (queue unavailable); "
+                f"run {started} is running but the orchestrator could not be notified (queue unavailable); "
                 "pause and resume the run once the queue is back",
                 code="enqueue_failed",
             ) from exc

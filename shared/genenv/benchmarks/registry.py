@@ -8,6 +8,7 @@ from genenv.benchmarks.base import Evaluator
 from genenv.contracts.errors import NotFoundError
 
 _MODULES: dict[str, str] = {
+    "arithmetic": "genenv.benchmarks.arithmetic",
     "bfcl": "genenv.benchmarks.bfcl",
     "api_bank": "genenv.benchmarks.api_bank",
     "bamboogle": "genenv.benchmarks.bamboogle",

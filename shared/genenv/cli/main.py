@@ -21,6 +21,7 @@ app.add_typer(worker_app, name="worker")
 _COMMAND_MODULES = (
     "genenv.cli.db",
     "genenv.cli.runs",
+    "genenv.cli.experiments",
     "genenv.cli.models",
     "genenv.cli.inference",
     "genenv.cli.verifier",

@@ -7,6 +7,7 @@ from urllib.parse import quote
 from genenv.clients.base import ServiceClient
 from genenv.contracts.adapters import Adapter, Evaluation, Role
 from genenv.contracts.epochs import Epoch
+from genenv.contracts.experiments import Experiment, ExperimentAction, ExperimentCreate, ExperimentSeries
 from genenv.contracts.pagination import Page
 from genenv.contracts.rollouts import Rollout
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunCreate, RunStatus
@@ -20,7 +21,7 @@ def _seg(value: str) -> str:
 
 
 class ControlPlaneClient(ServiceClient):
-    """Runs and their inspection endpoints."""
+    """Runs, experiments and their inspection endpoints."""
 
     service = "control plane"
 
@@ -112,3 +113,25 @@ class ControlPlaneClient(ServiceClient):
         """GET /v1/runs/{id}/evaluations."""
         params = {"benchmark": benchmark, "epoch": epoch, "cursor": cursor, "limit": limit}
         return await self.request("GET", f"/v1/runs/{_seg(run_id)}/evaluations", Page[Evaluation], params=params)
+
+    async def create_experiment(self, body: ExperimentCreate) -> Experiment:
+        """POST /v1/experiments."""
+        return await self.request("POST", "/v1/experiments", Experiment, body=body)
+
+    async def list_experiments(self, *, cursor: str | None = None, limit: int | None = None) -> Page[Experiment]:
+        """GET /v1/experiments (newest first)."""
+        return await self.request(
+            "GET", "/v1/experiments", Page[Experiment], params={"cursor": cursor, "limit": limit}
+        )
+
+    async def get_experiment(self, experiment_id: str) -> Experiment:
+        """GET /v1/experiments/{id}."""
+        return await self.request("GET", f"/v1/experiments/{_seg(experiment_id)}", Experiment)
+
+    async def experiment_series(self, experiment_id: str) -> ExperimentSeries:
+        """GET /v1/experiments/{id}/series."""
+        return await self.request("GET", f"/v1/experiments/{_seg(experiment_id)}/series", ExperimentSeries)
+
+    async def act_experiment(self, experiment_id: str, action: ExperimentAction) -> Experiment:
+        """POST /v1/experiments/{id}/{start|cancel}."""
+        return await self.request("POST", f"/v1/experiments/{_seg(experiment_id)}/{action}", Experiment)

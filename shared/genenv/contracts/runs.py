@@ -180,7 +180,10 @@ class RunConfig(WriteModel):
     )
     eval_every: int = Field(default=0, ge=0, le=1000, description="Evaluate benchmarks every k epochs (0 = never).")
     eval_benchmarks: list[str] = Field(
-        default_factory=list, max_length=5, description="Benchmark names evaluated at EVALUATE."
+        default_factory=list,
+        max_length=6,
+        description="Benchmark names evaluated at EVALUATE. An experiment's report takes the first as its held-out "
+        "accuracy.",
     )
     eval_limit: int | None = Field(
         default=None, ge=1, le=1_000_000, description="Items per benchmark at EVALUATE (None = all)."
@@ -209,7 +212,7 @@ class RunConfig(WriteModel):
     @field_validator("eval_benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
-        known = {"bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"}
+        known = {"arithmetic", "bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"}
         unknown = sorted(set(v) - known)
         if unknown:
             raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")

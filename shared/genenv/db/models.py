@@ -46,6 +46,20 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+class ExperimentRow(Base):
+    """An experiment: a run-config template run in several modes × replicates (its members are runs)."""
+
+    __tablename__ = "experiment"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # 'created', 'running' or 'cancelled'; once running, completed/failed are derived from the members.
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JsonType, doc="The ExperimentCreate body it was made from")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
 class RunRow(Base):
     """A co-evolution run."""
 
@@ -57,6 +71,10 @@ class RunRow(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JsonType)
     current_epoch: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    experiment_id: Mapped[str | None] = mapped_column(
+        ForeignKey("experiment.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    replicate: Mapped[int | None] = mapped_column(Integer, nullable=True, doc="Replicate index within the experiment")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 

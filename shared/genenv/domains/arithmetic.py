@@ -173,6 +173,22 @@ class ArithmeticDomain(Domain):
     name: ClassVar[str] = "arithmetic"
     group_field: ClassVar[str | None] = "level"
     default_success_threshold: ClassVar[float] = 1.0
+    difficulty_measures: ClassVar[dict[str, str]] = {
+        "operand_digits": "digits of the longest operand",
+        "operators": "number of + - * operators",
+        "has_mul": "1 if the expression multiplies, else 0",
+    }
+
+    def difficulty(self, payload: dict[str, Any]) -> dict[str, float]:
+        """Operand digits, operator count and whether it multiplies: the axes the levels are built on."""
+        expression = str(payload.get("expression", ""))
+        digits = payload.get("max_digits")
+        if not isinstance(digits, int):
+            digits = max((len(d) for d in re.findall(r"\d+", expression)), default=0)
+        operators = payload.get("operators")
+        if not isinstance(operators, int):
+            operators = len(re.findall(r"(?<=[\d)\s])[-+*]", expression))
+        return {"operand_digits": float(digits), "operators": float(operators), "has_mul": float("*" in expression)}
 
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:
         """Deterministic seeds of every level for ``split`` ('train' or 'eval'); no data files needed."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +38,15 @@ class Domain(abc.ABC):
         """The seed's difficulty group (e.g. arithmetic level, BFCL category), or None."""
         value = payload.get(self.group_field) if self.group_field else None
         return None if value is None else str(value)
+
+    #: difficulty measures of a task payload: name → what it measures (the experiment report's difficulty curves)
+    difficulty_measures: ClassVar[dict[str, str]] = {
+        "task_chars": "characters of the task payload as compact JSON (a domain-agnostic size measure)",
+    }
+
+    def difficulty(self, payload: dict[str, Any]) -> dict[str, float]:
+        """The measures of ``difficulty_measures`` for one task payload (the default: its JSON size)."""
+        return {"task_chars": float(len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False)))}
 
     @abc.abstractmethod
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:

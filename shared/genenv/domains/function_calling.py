@@ -301,6 +301,20 @@ class FunctionCallingDomain(Domain):
     name: ClassVar[str] = "function_calling"
     group_field: ClassVar[str | None] = "category"
     default_success_threshold: ClassVar[float] = 1.0
+    difficulty_measures: ClassVar[dict[str, str]] = {
+        "gold_calls": "calls in the ground truth (parallel tasks have several; irrelevance has none)",
+        "functions_offered": "function docs shown to the agent",
+        "gold_arguments": "arguments across the gold calls",
+    }
+
+    def difficulty(self, payload: dict[str, Any]) -> dict[str, float]:
+        """How many calls the answer needs, among how many documented functions, with how many arguments."""
+        gold = payload.get("ground_truth") or []
+        functions = payload.get("functions") or []
+        arguments = sum(len(args) for call in gold if isinstance(call, dict)
+                        for args in call.values() if isinstance(args, dict))
+        return {"gold_calls": float(len(gold)), "functions_offered": float(len(functions)),
+                "gold_arguments": float(arguments)}
 
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:
         """BFCL items of the fixed 'train' (seed) or 'eval' split over the single-turn Python categories; seeds

@@ -89,7 +89,7 @@ def _run(backend: Any, benchmarks_dir: Path, **kw: Any) -> EvaluationReport:
 
 
 def test_registry_lists_all_five_benchmarks() -> None:
-    assert benchmark_names() == ["alfworld", "api_bank", "bamboogle", "bfcl", "travelplanner"]
+    assert benchmark_names() == ["alfworld", "api_bank", "arithmetic", "bamboogle", "bfcl", "travelplanner"]
     assert get_evaluator("bfcl") is EVALUATOR
     with pytest.raises(UnknownBenchmarkError):
         get_evaluator("mmlu")

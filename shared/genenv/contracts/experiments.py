@@ -1,0 +1,159 @@
+"""Experiments: one run-config template run in several modes × replicates over the same seeds and settings.
+
+Each member is an ordinary run (same orchestrator, same tables); the experiment adds the grouping, the start and
+cancel rules over its members and the series its report and dashboard page are drawn from.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, model_validator
+
+from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.runs import RunConfig, RunMode, RunStatus
+
+
+class ExperimentStatus(enum.StrEnum):
+    """created → running → completed | failed | cancelled (derived from the members once started)."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ExperimentAction = Literal["start", "cancel"]
+
+
+class ExperimentCreate(WriteModel):
+    """Body of POST /v1/experiments (and the file ``genenv experiment run`` reads)."""
+
+    name: str = Field(default="experiment", min_length=1, max_length=200, description="Human-readable label.")
+    template: RunConfig = Field(
+        default_factory=RunConfig,
+        description="The run config every member starts from; each member overrides only `mode`, `random_seed` "
+        "and `name`.",
+    )
+    modes: list[Annotated[RunMode, Field(strict=False)]] = Field(
+        default_factory=lambda: [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION],
+        min_length=1,
+        max_length=4,
+        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only), each once "
+        "per replicate.",
+    )
+    replicates: int = Field(default=3, ge=1, le=20, description="Replicates per mode (one random seed each).")
+    random_seeds: list[int] | None = Field(
+        default=None,
+        description="The replicates' random seeds, one per replicate, shared by every mode (default: "
+        "template.random_seed + 0, 1, …). Replicate r of every mode uses the same seed, so the modes see the "
+        "same seed tasks.",
+    )
+    concurrent: bool = Field(
+        default=False,
+        description="Start every member at once (distributed stack) instead of one after another. The embedded "
+        "default always runs them one after another.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if len(set(self.modes)) != len(self.modes):
+            raise ValueError("modes must not repeat")
+        if self.random_seeds is not None:
+            if len(self.random_seeds) != self.replicates:
+                raise ValueError(
+                    f"random_seeds has {len(self.random_seeds)} entries for {self.replicates} replicates"
+                )
+            if len(set(self.random_seeds)) != len(self.random_seeds):
+                raise ValueError("random_seeds must not repeat")
+            if any(not 0 <= s <= 2**32 - 1 for s in self.random_seeds):
+                raise ValueError("random_seeds must lie in [0, 2**32 - 1]")
+        elif self.template.random_seed + self.replicates - 1 > 2**32 - 1:
+            raise ValueError("template.random_seed + replicates exceeds 2**32 - 1")
+        return self
+
+    def seeds(self) -> list[int]:
+        """The random seed of each replicate."""
+        if self.random_seeds is not None:
+            return list(self.random_seeds)
+        return [self.template.random_seed + r for r in range(self.replicates)]
+
+
+class ExperimentMember(ReadModel):
+    """One member run of an experiment."""
+
+    run_id: str
+    mode: RunMode
+    replicate: int
+    random_seed: int
+    status: RunStatus
+    current_epoch: int
+    error: str | None = None
+
+
+class Experiment(ReadModel):
+    """An experiment as the control plane reports it."""
+
+    id: str
+    name: str
+    status: ExperimentStatus
+    template: RunConfig
+    modes: list[RunMode]
+    replicates: int
+    concurrent: bool
+    members: list[ExperimentMember]
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemberEpoch(ReadModel):
+    """One epoch of one member: the numbers the report and the dashboard draw."""
+
+    epoch: int
+    p_hat: float | None = Field(default=None, description="Agent success on this epoch's tasks (the epoch summary).")
+    in_band_share: float | None = Field(default=None, description="Share of seed batches with |p̂-α| ≤ k_min.")
+    heldout_accuracy: float | None = Field(
+        default=None, description="Greedy accuracy on the held-out benchmark evaluated after this epoch's update."
+    )
+    heldout_by_category: dict[str, float] = Field(
+        default_factory=dict, description="Held-out accuracy per category (for arithmetic: per difficulty level)."
+    )
+    generated_tasks_so_far: int = Field(default=0, description="Tasks the simulator wrote up to this epoch.")
+    mean_response_tokens: float | None = None
+    difficulty: dict[str, float] = Field(
+        default_factory=dict,
+        description="Mean difficulty measures of this epoch's valid tasks (the domain's measures, see "
+        "ExperimentSeries.difficulty_measures).",
+    )
+
+
+class MemberSeries(ReadModel):
+    """Every closed epoch of one member run."""
+
+    run_id: str
+    mode: RunMode
+    replicate: int
+    status: RunStatus
+    epochs: list[MemberEpoch]
+
+
+class ExperimentSeries(ReadModel):
+    """What the experiment's report and dashboard page are computed from (GET /v1/experiments/{id}/series)."""
+
+    experiment_id: str
+    name: str
+    status: ExperimentStatus
+    domain: str
+    alpha: float
+    k_min: float
+    epochs: int
+    heldout_benchmark: str | None = Field(
+        default=None, description="The benchmark whose score is heldout_accuracy (the template's first)."
+    )
+    difficulty_measures: dict[str, str] = Field(
+        default_factory=dict, description="Each difficulty measure's name → what it measures."
+    )
+    members: list[MemberSeries]

@@ -1,0 +1,300 @@
+"""Experiments: create with their member runs, read, list, start, cancel, and chain sequential members.
+
+Flush, never commit. An experiment stores only 'created', 'running' or 'cancelled'; once running, whether it is
+completed or failed is read off its members (a member's status is the truth, so the two can never disagree).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from genenv.contracts.epochs import EpochPhase, EpochSummary
+from genenv.contracts.errors import ConflictError, NotFoundError
+from genenv.contracts.experiments import (
+    Experiment,
+    ExperimentCreate,
+    ExperimentMember,
+    ExperimentSeries,
+    ExperimentStatus,
+    MemberEpoch,
+    MemberSeries,
+)
+from genenv.contracts.pagination import Page
+from genenv.contracts.runs import RunConfig, RunMode, RunStatus
+from genenv.contracts.tasks import TaskStatus
+from genenv.db.models import EpochRow, EvaluationRow, ExperimentRow, RunRow, TaskRow, utcnow
+from genenv.db.repositories import runs
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor
+from genenv.runs_state import TERMINAL
+
+_LIVE = (RunStatus.RUNNING.value, RunStatus.PAUSED.value)
+
+
+def _not_found(experiment_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"experiment {experiment_id!r} not found", param="experiment_id", code="experiment_not_found"
+    )
+
+
+def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
+    """Store the experiment and one run per (replicate, mode), all in status ``created``.
+
+    Members are created replicate by replicate (every mode of replicate 0, then of replicate 1, …), so one after
+    another they finish whole replicates first: a stopped experiment still has comparable modes.
+    """
+    row = ExperimentRow(
+        id=uuid.uuid4().hex, name=body.name, status=ExperimentStatus.CREATED.value,
+        spec=body.model_dump(mode="json"),
+    )
+    session.add(row)
+    session.flush()
+    base = body.template.model_dump(mode="json")
+    for replicate, seed in enumerate(body.seeds()):
+        for mode in body.modes:
+            config = RunConfig.model_validate(
+                {**base, "mode": mode.value, "random_seed": seed, "name": f"{body.name}/{mode.value}/r{replicate}"}
+            )
+            member = runs.create(session, config)
+            member.experiment_id = row.id
+            member.replicate = replicate
+    session.flush()
+    return row
+
+
+def get(session: Session, experiment_id: str, *, for_update: bool = False) -> ExperimentRow:
+    """The experiment (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
+    stmt = select(ExperimentRow).where(ExperimentRow.id == experiment_id)
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise _not_found(experiment_id)
+    return row
+
+
+def spec(row: ExperimentRow) -> ExperimentCreate:
+    """The body the experiment was created from."""
+    return ExperimentCreate.model_validate(row.spec, strict=False)
+
+
+def members(session: Session, experiment_id: str) -> list[RunRow]:
+    """Member runs in their run order: by replicate, then in the experiment's mode order."""
+    rows = list(session.scalars(select(RunRow).where(RunRow.experiment_id == experiment_id)))
+    order = {m: i for i, m in enumerate(spec(get(session, experiment_id)).modes)} if rows else {}
+    return sorted(rows, key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), 99), r.id))
+
+
+def derived_status(stored: str, statuses: list[RunStatus]) -> ExperimentStatus:
+    """The experiment's status from its stored one and its members' (pure).
+
+    running: some member still runs or waits its turn; completed: every member completed; failed: every member
+    finished and at least one did not complete.
+    """
+    if stored != ExperimentStatus.RUNNING.value:
+        return ExperimentStatus(stored)
+    if not statuses or any(s not in TERMINAL for s in statuses):
+        return ExperimentStatus.RUNNING
+    if all(s is RunStatus.COMPLETED for s in statuses):
+        return ExperimentStatus.COMPLETED
+    return ExperimentStatus.FAILED
+
+
+def to_contract(row: ExperimentRow, member_rows: list[RunRow]) -> Experiment:
+    """The wire form of an experiment and its members."""
+    body = spec(row)
+    statuses = [RunStatus(m.status) for m in member_rows]
+    return Experiment(
+        id=row.id,
+        name=row.name,
+        status=derived_status(row.status, statuses),
+        template=body.template,
+        modes=body.modes,
+        replicates=body.replicates,
+        concurrent=body.concurrent,
+        members=[
+            ExperimentMember(
+                run_id=m.id, mode=RunMode(m.config["mode"]), replicate=m.replicate or 0,
+                random_seed=int(m.config.get("random_seed", 0)), status=RunStatus(m.status),
+                current_epoch=m.current_epoch, error=m.error,
+            )
+            for m in member_rows
+        ],
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )
+
+
+def show(session: Session, experiment_id: str) -> Experiment:
+    """The experiment with its members; 404 if absent."""
+    row = get(session, experiment_id)
+    return to_contract(row, members(session, experiment_id))
+
+
+def list_experiments(session: Session, *, cursor: str | None = None, limit: int = 50) -> Page[Experiment]:
+    """Experiments newest first; keyset over (created_at, id)."""
+    stmt = select(ExperimentRow)
+    if cursor is not None:
+        created, last_id = decode_cursor(cursor, [datetime, str])
+        stmt = stmt.where(
+            or_(ExperimentRow.created_at < created,
+                and_(ExperimentRow.created_at == created, ExperimentRow.id < last_id))
+        )
+    rows = list(session.scalars(
+        stmt.order_by(ExperimentRow.created_at.desc(), ExperimentRow.id.desc()).limit(limit + 1)
+    ))
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = encode_cursor([rows[-1].created_at.isoformat(), rows[-1].id])
+    by_experiment: dict[str, list[RunRow]] = {r.id: [] for r in rows}
+    if rows:
+        for member in session.scalars(select(RunRow).where(RunRow.experiment_id.in_(list(by_experiment)))):
+            by_experiment[str(member.experiment_id)].append(member)
+    items = []
+    for row in rows:
+        order = {m: i for i, m in enumerate(spec(row).modes)}
+        ms = sorted(by_experiment[row.id],
+                    key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), 99), r.id))
+        items.append(to_contract(row, ms))
+    return Page[Experiment](items=items, next_cursor=next_cursor)
+
+
+def start(session: Session, experiment_id: str) -> list[str]:
+    """created → running: start every member (concurrent) or the first one. Returns the run ids to hand to the
+    orchestrator once this transaction commits; ConflictError (409) unless the experiment is created."""
+    row = get(session, experiment_id, for_update=True)
+    if row.status != ExperimentStatus.CREATED.value:
+        raise ConflictError(
+            f"cannot start a {row.status} experiment; start is allowed only from: created",
+            code="illegal_transition",
+        )
+    row.status = ExperimentStatus.RUNNING.value
+    row.updated_at = utcnow()
+    member_rows = members(session, experiment_id)
+    chosen = member_rows if spec(row).concurrent else member_rows[:1]
+    for member in chosen:
+        runs.apply_action(session, member.id, "start")
+    session.flush()
+    return [m.id for m in chosen]
+
+
+def cancel(session: Session, experiment_id: str) -> None:
+    """Cancel the experiment and every member not finished yet; ConflictError (409) once it has finished."""
+    row = get(session, experiment_id, for_update=True)
+    member_rows = members(session, experiment_id)
+    current = derived_status(row.status, [RunStatus(m.status) for m in member_rows])
+    if current not in (ExperimentStatus.CREATED, ExperimentStatus.RUNNING):
+        raise ConflictError(
+            f"cannot cancel a {current.value} experiment; cancel is allowed only from: created, running",
+            code="illegal_transition",
+        )
+    row.status = ExperimentStatus.CANCELLED.value
+    row.updated_at = utcnow()
+    for member in member_rows:
+        if RunStatus(member.status) not in TERMINAL:
+            runs.apply_action(session, member.id, "cancel")
+    session.flush()
+
+
+def start_next_member(session: Session, run_id: str) -> str | None:
+    """After member ``run_id`` finished: in a running sequential experiment with no member live, start the next
+    created member and return its id (for the caller to hand to the orchestrator after commit), else None.
+
+    Idempotent: a second call finds the started member live and returns None.
+    """
+    run = session.get(RunRow, run_id)
+    if run is None or run.experiment_id is None:
+        return None
+    row = get(session, run.experiment_id, for_update=True)
+    if row.status != ExperimentStatus.RUNNING.value or spec(row).concurrent:
+        return None
+    member_rows = members(session, row.id)
+    if any(m.status in _LIVE for m in member_rows):
+        return None
+    waiting = [m for m in member_rows if m.status == RunStatus.CREATED.value]
+    if not waiting:
+        return None
+    runs.apply_action(session, waiting[0].id, "start")
+    session.flush()
+    return waiting[0].id
+
+
+def series(session: Session, experiment_id: str) -> ExperimentSeries:
+    """Every closed epoch of every member: the summary's curves, the held-out evaluation and the mean difficulty
+    of the epoch's valid tasks (the domain's measures)."""
+    from genenv.domains import get_domain  # pure code; imported here so listing experiments never loads domains
+
+    row = get(session, experiment_id)
+    body = spec(row)
+    template = body.template
+    domain = get_domain(template.domain)
+    heldout = template.eval_benchmarks[0] if template.eval_benchmarks else None
+    member_rows = members(session, experiment_id)
+    out: list[MemberSeries] = []
+    for member in member_rows:
+        epochs = session.execute(
+            select(EpochRow.index, EpochRow.summary)
+            .where(EpochRow.run_id == member.id, EpochRow.phase == EpochPhase.CLOSED.value)
+            .order_by(EpochRow.index)
+        ).all()
+        evals: dict[int, dict[str, Any]] = {}
+        if heldout is not None:
+            for epoch, metrics in session.execute(
+                select(EvaluationRow.epoch, EvaluationRow.metrics)
+                .where(EvaluationRow.run_id == member.id, EvaluationRow.benchmark == heldout)
+            ):
+                if epoch is not None:
+                    evals[int(epoch)] = dict(metrics)
+        sums: dict[int, dict[str, float]] = {}
+        counts: dict[int, int] = {}
+        for epoch, payload in session.execute(
+            select(TaskRow.epoch, TaskRow.payload)
+            .where(TaskRow.run_id == member.id, TaskRow.status == TaskStatus.VALID.value)
+        ):
+            if not isinstance(payload, dict):
+                continue
+            acc = sums.setdefault(int(epoch), {})
+            for name, value in domain.difficulty(payload).items():
+                acc[name] = acc.get(name, 0.0) + value
+            counts[int(epoch)] = counts.get(int(epoch), 0) + 1
+        points = []
+        for index, stored in epochs:
+            summary = EpochSummary.model_validate(stored or {})
+            metrics = evals.get(int(index), {})
+            overall = metrics.get("overall", {})
+            categories = metrics.get("categories", {})
+            n_tasks = counts.get(int(index), 0)
+            points.append(MemberEpoch(
+                epoch=int(index),
+                p_hat=summary.p_hat,
+                in_band_share=summary.in_band_share,
+                heldout_accuracy=overall.get("accuracy") if isinstance(overall, dict) else None,
+                heldout_by_category={
+                    str(c): float(b["accuracy"]) for c, b in categories.items()
+                    if isinstance(b, dict) and isinstance(b.get("accuracy"), int | float)
+                } if isinstance(categories, dict) else {},
+                generated_tasks_so_far=summary.generated_tasks_so_far,
+                mean_response_tokens=summary.mean_response_tokens,
+                difficulty={k: v / n_tasks for k, v in sums.get(int(index), {}).items()} if n_tasks else {},
+            ))
+        out.append(MemberSeries(
+            run_id=member.id, mode=RunMode(member.config["mode"]), replicate=member.replicate or 0,
+            status=RunStatus(member.status), epochs=points,
+        ))
+    return ExperimentSeries(
+        experiment_id=row.id,
+        name=row.name,
+        status=derived_status(row.status, [RunStatus(m.status) for m in member_rows]),
+        domain=template.domain,
+        alpha=template.curriculum.alpha,
+        k_min=template.curriculum.k_min,
+        epochs=template.epochs,
+        heldout_benchmark=heldout,
+        difficulty_measures=dict(domain.difficulty_measures),
+        members=out,
+    )
