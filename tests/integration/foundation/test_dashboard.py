@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
 import httpx
 from fnd_helpers import Api
 
@@ -35,3 +40,30 @@ async def test_dashboard_does_not_open_the_api_or_other_paths(api: Api) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "asset_not_found"
     paths = (await api.client.get("/openapi.json")).json()["paths"]
     assert not [p for p in paths if p.startswith("/dashboard")]
+
+
+def _report_mode_colours() -> dict[str, str]:
+    """genenv.experiments.figures.MODE_COLOURS, read from its source (importing the module needs matplotlib)."""
+    spec = importlib.util.find_spec("genenv.experiments.figures")
+    assert spec is not None and spec.origin is not None
+    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "MODE_COLOURS":
+            assert node.value is not None
+            return dict(ast.literal_eval(node.value))
+    raise AssertionError("MODE_COLOURS not found in genenv.experiments.figures")
+
+
+async def test_dashboard_experiment_view_uses_the_report_mode_colours(api: Api) -> None:
+    page = (await _anonymous(api, "/dashboard")).text
+    assert 'id="experiment-list"' in page and 'id="experiment-charts"' in page and 'id="member-table"' in page
+    script = (await _anonymous(api, "/dashboard/dashboard.js")).text
+    assert '"v1/experiments?limit=100"' in script and 'params.get("experiment")' in script
+    style = (await _anonymous(api, "/dashboard/dashboard.css")).text
+    colours = _report_mode_colours()
+    assert colours == {"genenv": "#1f77b4", "random_simulator": "#ff7f0e", "static_augmentation": "#2ca02c",
+                       "agent_only": "#7f7f7f"}
+    for mode, colour in colours.items():
+        # The script knows the mode (so it gets class m-<mode>, not the fallback) and the stylesheet colours it.
+        assert f'"{mode}"' in script.split("const MODE_ORDER = [", 1)[1].split("]", 1)[0], mode
+        rule = re.search(rf"\.m-{mode} {{ stroke: (#[0-9a-f]{{6}}); fill: (#[0-9a-f]{{6}}); }}", style)
+        assert rule is not None and rule.groups() == (colour, colour), mode

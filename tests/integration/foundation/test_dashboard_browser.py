@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fnd_helpers import insert_run_with_epochs, sample_summary, served_control_plane
 from sqlalchemy.orm import Session, sessionmaker
 
-from genenv.contracts.epochs import EpochPhase
+from genenv.contracts.epochs import EpochPhase, EpochSummary
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.migrate import upgrade
+from genenv.db.models import EpochRow, EvaluationRow, ExperimentRow, RunRow, TaskRow
 from genenv.db.repositories import epochs as epoch_repo
 from genenv.settings import GenEnvSettings
 
@@ -27,6 +29,8 @@ TOKEN = "dashboard-token"
 SCREENSHOT = Path("/tmp/genenv-dashboard.png")
 HOSTILE_NAME = '<img src=x onerror="document.title=1">run'
 P_HAT_PATH = "figure[data-chart=p_hat] path.series"
+# The report's mode colours (genenv.experiments.figures.MODE_COLOURS) as the browser computes them.
+MODE_RGB = {"genenv": "rgb(31, 119, 180)", "random_simulator": "rgb(255, 127, 14)"}
 
 
 @pytest.fixture
@@ -120,3 +124,164 @@ def test_dashboard_draws_the_curves_and_follows_a_running_run(
         fresh.wait_for_selector("#run-list button")
         assert fresh.locator("#run-list button").count() == 2
         context.close()
+
+
+# An experiment's per-member numbers, epoch by epoch (None: no evaluation stored for that epoch):
+# (mode, replicate) -> [(p̂, in-band share, held-out accuracy, generated tasks so far, response tokens, operand digits)]
+EXPERIMENT_DATA: dict[tuple[str, int], list[tuple[float, float, float | None, int, float, int]]] = {
+    ("genenv", 0): [(0.2, 0.0, 0.2, 8, 10.0, 1), (0.4, 0.5, 0.3, 16, 15.0, 2), (0.5, 1.0, 0.5, 24, 20.0, 3)],
+    ("genenv", 1): [(0.3, 0.25, 0.4, 6, 12.0, 1), (0.6, 0.75, None, 12, 18.0, 2)],
+    ("random_simulator", 0): [(0.1, 0.0, 0.1, 10, 30.0, 1), (0.3, 0.0, 0.2, 20, 40.0, 1)],
+    ("random_simulator", 1): [(0.3, 0.5, 0.3, 10, 34.0, 1), (0.2, 0.25, 0.4, 20, 44.0, 2)],
+}
+MEMBER_STATUS = {("genenv", 0): "completed", ("random_simulator", 0): "failed", ("genenv", 1): "running",
+                 ("random_simulator", 1): "created"}
+EXP_CHARTS = ["p_hat", "in_band", "heldout", "data_efficiency", "difficulty:has_mul", "difficulty:operand_digits",
+              "difficulty:operators", "response_length"]
+
+
+def _add_member_epoch(s: Session, run_id: str, epoch: int,
+                      row: tuple[float, float, float | None, int, float, int]) -> None:
+    p_hat, share, accuracy, tasks, tokens, digits = row
+    summary = EpochSummary(p_hat=p_hat, in_band_share=share, generated_tasks_so_far=tasks, mean_response_tokens=tokens)
+    s.add(EpochRow(run_id=run_id, index=epoch, phase=EpochPhase.CLOSED.value, summary=summary.model_dump(mode="json")))
+    if accuracy is not None:
+        s.add(EvaluationRow(run_id=run_id, epoch=epoch, benchmark="arithmetic", split="eval", n_items=4,
+                            metrics={"overall": {"accuracy": accuracy}, "categories": {}}))
+    # One valid task per epoch (its difficulty is the epoch's mean) and one rejected one, which does not count.
+    s.add(TaskRow(run_id=run_id, epoch=epoch, seed_id="s", domain="arithmetic", variation=0, status="valid",
+                  payload={"expression": "1 + 2", "max_digits": digits, "operators": 1}))
+    s.add(TaskRow(run_id=run_id, epoch=epoch, seed_id="s", domain="arithmetic", variation=1, status="rejected",
+                  payload=None, rejection_reason="not_json"))
+
+
+def _means(page: Any, chart: str, mode: str) -> dict[int, tuple[float, float, int]]:
+    """The mean points the page plotted: epoch -> (x, y, n) from the circles' data-* attributes."""
+    dots = page.locator(f'figure[data-chart="{chart}"] circle.mean[data-mode="{mode}"]').evaluate_all(
+        "ds => ds.map(d => [d.dataset.epoch, d.dataset.x, d.dataset.y, d.dataset.n])"
+    )
+    return {int(e): (float(x), float(y), int(n)) for e, x, y, n in dots}
+
+
+def _ys(means: dict[int, tuple[float, float, int]]) -> dict[int, float]:
+    return {epoch: y for epoch, (_, y, _) in means.items()}
+
+
+def test_dashboard_draws_an_experiment_per_mode(
+    browser: Any, db_file_url: str, sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect  # present: the browser fixture skips otherwise
+
+    with served_control_plane(db_file_url, TOKEN, tmp_path / "server.log") as url:
+        body = {"name": HOSTILE_NAME, "modes": ["genenv", "random_simulator"], "replicates": 2,
+                "template": {"name": "t", "epochs": 3, "seeds_per_epoch": 2, "eval_benchmarks": ["arithmetic"]}}
+        created = httpx.post(f"{url}/v1/experiments", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert created.status_code == 201, created.text
+        exp = created.json()
+        members = {(m["mode"], m["replicate"]): m["run_id"] for m in exp["members"]}
+        assert set(members) == set(EXPERIMENT_DATA)
+        with session_scope(sessions) as s:
+            for key, rows in EXPERIMENT_DATA.items():
+                for epoch, row in enumerate(rows):
+                    _add_member_epoch(s, members[key], epoch, row)
+                run = s.get(RunRow, members[key])
+                assert run is not None
+                run.status = MEMBER_STATUS[key]
+                run.error = "boom" if MEMBER_STATUS[key] == "failed" else None
+            s.add(EpochRow(run_id=members[("genenv", 1)], index=2, phase=EpochPhase.ROLLOUT.value))  # not closed
+            stored = s.get(ExperimentRow, exp["id"])
+            assert stored is not None
+            stored.status = "running"  # started; its status is now read off the members
+
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.goto(f"{url}/dashboard#token={TOKEN}&experiment={exp['id']}")
+        page.wait_for_selector("#member-table tbody tr")
+        assert page.locator("#run").is_hidden() and page.locator("#experiment").is_visible()
+        assert "token" not in page.url and f"experiment={exp['id']}" in page.url
+
+        # Every figure of the report, each with one mean curve per mode in that mode's colour.
+        charts = page.locator("#experiment-charts figure").evaluate_all("fs => fs.map(f => f.dataset.chart)")
+        assert sorted(charts) == sorted(EXP_CHARTS)
+        for chart in EXP_CHARTS:
+            for mode, rgb in MODE_RGB.items():
+                line = page.locator(f'figure[data-chart="{chart}"] path.mean[data-mode="{mode}"]')
+                assert line.count() == 1, (chart, mode)
+                assert line.evaluate("e => getComputedStyle(e).stroke") == rgb, (chart, mode)
+                assert line.evaluate("e => getComputedStyle(e).fill") == "none"
+                dot = page.locator(f'figure[data-chart="{chart}"] circle.mean[data-mode="{mode}"]').first
+                assert dot.evaluate("e => getComputedStyle(e).fill") == rgb
+            assert page.locator(f'figure[data-chart="{chart}"] path.mean').count() == 2
+
+        # The plotted means are the means over the replicates that have the number at that epoch (hand-computed).
+        approx = pytest.approx
+        assert _ys(_means(page, "p_hat", "genenv")) == approx({0: 0.25, 1: 0.5, 2: 0.5})
+        assert _ys(_means(page, "p_hat", "random_simulator")) == approx({0: 0.2, 1: 0.25})
+        assert {e: n for e, (_, _, n) in _means(page, "p_hat", "genenv").items()} == {0: 2, 1: 2, 2: 1}
+        assert _ys(_means(page, "in_band", "genenv")) == approx({0: 0.125, 1: 0.625, 2: 1.0})
+        assert _ys(_means(page, "heldout", "genenv")) == approx({0: 0.3, 1: 0.3, 2: 0.5})  # r1 has no eval at 1
+        assert _ys(_means(page, "heldout", "random_simulator")) == approx({0: 0.2, 1: 0.3})
+        # Data efficiency: x is the mean generated tasks over every replicate at that epoch, y the mean accuracy.
+        assert _means(page, "data_efficiency", "genenv") == {0: approx((7.0, 0.3, 2)), 1: approx((14.0, 0.3, 1)),
+                                                             2: approx((24.0, 0.5, 1))}
+        assert _means(page, "data_efficiency", "random_simulator") == {0: approx((10.0, 0.2, 2)),
+                                                                       1: approx((20.0, 0.3, 2))}
+        assert _ys(_means(page, "difficulty:operand_digits", "genenv")) == approx({0: 1.0, 1: 2.0, 2: 3.0})
+        assert _ys(_means(page, "difficulty:operand_digits", "random_simulator")) == approx({0: 1.0, 1: 1.5})
+        assert _ys(_means(page, "difficulty:has_mul", "genenv")) == approx({0: 0.0, 1: 0.0, 2: 0.0})
+        assert _ys(_means(page, "response_length", "random_simulator")) == approx({0: 32.0, 1: 42.0})
+        # The mean line goes through its points; each replicate is its own faint trace.
+        p_hat_mean = page.locator('figure[data-chart="p_hat"] path.mean[data-mode="genenv"]')
+        assert p_hat_mean.get_attribute("data-points") == "3" and _points(p_hat_mean.get_attribute("d") or "") == 3
+        replicates = page.locator('figure[data-chart="p_hat"] path.replicate')
+        assert replicates.count() == 4
+        assert page.locator('figure[data-chart="p_hat"] g[data-mode="genenv"] circle.replicate').count() == 5
+        assert float(replicates.first.evaluate("e => getComputedStyle(e).strokeOpacity")) < 1
+
+        # The α ± k_min band on the p̂ chart only (α = 0.5, k_min = 0.1 by default).
+        band = page.locator('figure[data-chart="p_hat"] rect.band')
+        assert band.count() == 1 and page.locator("#experiment-charts rect.band").count() == 1
+        assert float(band.get_attribute("data-lo") or 0) == approx(0.4)
+        assert float(band.get_attribute("data-hi") or 0) == approx(0.6)
+        assert float(band.get_attribute("height") or 0) > 0
+
+        # The legend names the modes in their colours; the members table lists all four members.
+        legend = page.locator("#experiment-legend li[data-mode]")
+        assert legend.all_inner_texts() == ["genenv (n = 2)", "random_simulator (n = 2)"]
+        for i, rgb in enumerate(MODE_RGB.values()):
+            assert legend.nth(i).locator("rect").evaluate("e => getComputedStyle(e).fill") == rgb
+        assert page.locator('#experiment-legend li[data-legend="band"]').count() == 1
+        rows = page.locator("#member-table tbody tr")
+        assert rows.count() == 4
+        cells = [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(4)]
+        assert [(c[0], c[1], c[3], c[4], c[6]) for c in cells] == [
+            ("genenv", "0", "completed", "3/3", "—"), ("random_simulator", "0", "failed", "2/3", "boom"),
+            ("genenv", "1", "running", "2/3", "—"), ("random_simulator", "1", "created", "2/3", "—"),
+        ]
+        # The name is text, never HTML; the experiment is running, shown in the title and the list.
+        assert page.locator("#experiment-title").inner_text() == f"{HOSTILE_NAME} · running"
+        assert page.locator("#experiment img").count() == 0 and page.title() == "GenEnv · training dynamics"
+        listed = page.locator("#experiment-list button")
+        assert listed.count() == 1 and listed.get_attribute("data-experiment-id") == exp["id"]
+        assert "selected" in (listed.get_attribute("class") or "")
+
+        # A running experiment is polled: a newly closed epoch moves the mean without a reload.
+        with session_scope(sessions) as s:
+            _add_member_epoch(s, members[("random_simulator", 1)], 2, (0.45, 1.0, 0.5, 30, 50.0, 2))
+        random_p_hat = page.locator('figure[data-chart="p_hat"] path.mean[data-mode="random_simulator"]')
+        expect(random_p_hat).to_have_attribute("data-points", "3", timeout=15_000)
+        assert _ys(_means(page, "p_hat", "random_simulator")) == approx({0: 0.2, 1: 0.25, 2: 0.45})
+        page.screenshot(path=str(SCREENSHOT.with_name("genenv-dashboard-experiment.png")), full_page=True)
+
+        # A member's run opens in the unchanged run view; the experiment list leads back.
+        rows.nth(0).locator("button.open-run").click()
+        page.wait_for_selector(P_HAT_PATH)
+        assert page.locator("#experiment").is_hidden() and page.locator("#run").is_visible()
+        assert f"run={members[('genenv', 0)]}" in page.url and "experiment=" not in page.url
+        expect(page.locator(P_HAT_PATH)).to_have_attribute("data-points", "3")
+        page.locator("#experiment-list button").click()
+        expect(page.locator("#experiment")).to_be_visible()
+        assert f"experiment={exp['id']}" in page.url and page.locator("#run").is_hidden()
+        assert problems == []
