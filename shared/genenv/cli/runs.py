@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
@@ -37,15 +37,19 @@ UrlOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _load_config(path: Path) -> RunConfig:
-    """A RunConfig from a JSON or YAML file holding either the config or {"config": {...}}."""
+def read_document(path: Path) -> Any:
+    """The parsed content of a YAML (.yaml, .yml) or JSON file."""
     text = path.read_text()
     if path.suffix in {".yaml", ".yml"}:
         import yaml
 
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+        return yaml.safe_load(text)
+    return json.loads(text)
+
+
+def _load_config(path: Path) -> RunConfig:
+    """A RunConfig from a JSON or YAML file holding either the config or {"config": {...}}."""
+    data = read_document(path)
     if isinstance(data, dict) and set(data) == {"config"}:
         data = data["config"]
     return RunConfig.model_validate(data or {})

@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 from genenv.contracts.experiments import ExperimentSeries
 from genenv.experiments.report import EpochStats, ExperimentResult
 from genenv.experiments.stats import Interval
+from genenv.observability.plot import style_axes
 
 MODE_COLOURS: Final[dict[str, str]] = {
     "genenv": "#1f77b4",
@@ -65,15 +66,7 @@ def _mean_band(ax: Axes, result: ExperimentResult, get: Getter) -> None:
 
 
 def _style(ax: Axes, title: str, ylabel: str, share: bool, xlabel: str = "epoch") -> None:
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.tick_params(labelsize=8)
-    if share:
-        ax.set_ylim(0.0, 1.0)
-    else:
-        ax.set_ylim(bottom=0.0)
+    style_axes(ax, title, share, xlabel=xlabel, ylabel=ylabel)
     if xlabel == "epoch":
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:

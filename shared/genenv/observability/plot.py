@@ -36,9 +36,12 @@ def _points(epochs: Sequence[Epoch], field: str) -> tuple[list[int], list[float]
     return xs, ys
 
 
-def _style(ax: Axes, title: str, share: bool) -> None:
+def style_axes(ax: Axes, title: str, share: bool, *, xlabel: str = "epoch", ylabel: str | None = None) -> None:
+    """The panel style every GenEnv figure uses: title, light grid, small ticks, y from 0 (to 1 for a share)."""
     ax.set_title(title, fontsize=10)
-    ax.set_xlabel("epoch", fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel, fontsize=8)
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=8)
     if share:
@@ -82,7 +85,7 @@ def build_figure(run: Run, epochs: Sequence[Epoch]) -> Figure:
         for (field, label), style in zip(series, ("-", "--"), strict=False):
             xs, ys = _points(epochs, field)
             ax.plot(xs, ys, marker="o", linestyle=style, label=label, gid=f"curve:{field}")
-        _style(ax, title, share)
+        style_axes(ax, title, share)
         ax.legend(fontsize=8, loc="best")
     alpha, k_min = cfg.curriculum.alpha, cfg.curriculum.k_min
     axes[0].axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="tab:green", alpha=0.15, gid="band")
@@ -90,9 +93,9 @@ def build_figure(run: Run, epochs: Sequence[Epoch]) -> Figure:
 
     done = [(e.index, e.summary) for e in epochs if e.summary is not None]
     _benchmarks(axes[6], done)
-    _style(axes[6], "Benchmark scores", False)
+    style_axes(axes[6], "Benchmark scores", False)
     _phase_bars(axes[7], done)
-    _style(axes[7], "Phase wall time (s)", False)
+    style_axes(axes[7], "Phase wall time (s)", False)
     for ax in axes[6:]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -86,6 +86,21 @@ def keyset_page(
     page = rows[:limit]
     last = page[-1][0]
     return page, encode_cursor([last if isinstance(last, int) else last.id])
+
+
+E = TypeVar("E")
+
+
+def one_or_raise(
+    session: Session, stmt: Select[tuple[E]], missing: Callable[[], Exception], *, for_update: bool = False
+) -> E:
+    """The single row of ``stmt`` (row-locked on Postgres when ``for_update``), else ``missing()`` raised."""
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise missing()
+    return row
 
 
 def as_utc(value: datetime) -> datetime:

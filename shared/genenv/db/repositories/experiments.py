@@ -29,7 +29,7 @@ from genenv.contracts.runs import RunConfig, RunMode, RunStatus
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import EpochRow, EvaluationRow, ExperimentRow, RunRow, TaskRow, utcnow
 from genenv.db.repositories import runs
-from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
 from genenv.runs_state import TERMINAL
 
 _LIVE = (RunStatus.RUNNING.value, RunStatus.PAUSED.value)
@@ -68,13 +68,10 @@ def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
 
 def get(session: Session, experiment_id: str, *, for_update: bool = False) -> ExperimentRow:
     """The experiment (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
-    stmt = select(ExperimentRow).where(ExperimentRow.id == experiment_id)
-    if for_update:
-        stmt = stmt.with_for_update()
-    row = session.scalars(stmt).one_or_none()
-    if row is None:
-        raise _not_found(experiment_id)
-    return row
+    return one_or_raise(
+        session, select(ExperimentRow).where(ExperimentRow.id == experiment_id),
+        lambda: _not_found(experiment_id), for_update=for_update,
+    )
 
 
 def spec(row: ExperimentRow) -> ExperimentCreate:
@@ -82,11 +79,16 @@ def spec(row: ExperimentRow) -> ExperimentCreate:
     return ExperimentCreate.model_validate(row.spec, strict=False)
 
 
+def _in_run_order(rows: list[RunRow], modes: list[RunMode]) -> list[RunRow]:
+    """By replicate, then in the experiment's mode order (the order sequential members run in)."""
+    order = {m: i for i, m in enumerate(modes)}
+    return sorted(rows, key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), len(order)), r.id))
+
+
 def members(session: Session, experiment_id: str) -> list[RunRow]:
-    """Member runs in their run order: by replicate, then in the experiment's mode order."""
+    """Member runs in their run order."""
     rows = list(session.scalars(select(RunRow).where(RunRow.experiment_id == experiment_id)))
-    order = {m: i for i, m in enumerate(spec(get(session, experiment_id)).modes)} if rows else {}
-    return sorted(rows, key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), 99), r.id))
+    return _in_run_order(rows, spec(get(session, experiment_id)).modes) if rows else []
 
 
 def derived_status(stored: str, statuses: list[RunStatus]) -> ExperimentStatus:
@@ -155,12 +157,7 @@ def list_experiments(session: Session, *, cursor: str | None = None, limit: int 
     if rows:
         for member in session.scalars(select(RunRow).where(RunRow.experiment_id.in_(list(by_experiment)))):
             by_experiment[str(member.experiment_id)].append(member)
-    items = []
-    for row in rows:
-        order = {m: i for i, m in enumerate(spec(row).modes)}
-        ms = sorted(by_experiment[row.id],
-                    key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), 99), r.id))
-        items.append(to_contract(row, ms))
+    items = [to_contract(row, _in_run_order(by_experiment[row.id], spec(row).modes)) for row in rows]
     return Page[Experiment](items=items, next_cursor=next_cursor)
 
 

@@ -14,7 +14,7 @@ from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
 from genenv.db.models import RunRow, utcnow
 from genenv.db.repositories.cache import ValidatedCache
-from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
 from genenv.runs_state import action_target, check_transition
 
 
@@ -49,13 +49,9 @@ def _has_nul(value: Any) -> bool:
 
 def get(session: Session, run_id: str, *, for_update: bool = False) -> RunRow:
     """The run ``run_id`` (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
-    stmt = select(RunRow).where(RunRow.id == run_id)
-    if for_update:
-        stmt = stmt.with_for_update()
-    row = session.scalars(stmt).one_or_none()
-    if row is None:
-        raise _not_found(run_id)
-    return row
+    return one_or_raise(
+        session, select(RunRow).where(RunRow.id == run_id), lambda: _not_found(run_id), for_update=for_update
+    )
 
 
 def _not_found(run_id: str) -> NotFoundError:
