@@ -13,6 +13,10 @@ version's tasks are judged by the same student. One table, one row per version:
 If the rows do not differ beyond their intervals, the simulator's training does not move its output
 distribution on these prompts (so p̂ cannot follow it); if they move away from α, the update pushes the wrong way.
 
+A second table asks the same of the prompt's steering, which every mode with a simulator shares: the base
+simulator on the same seeds with the difficulty hint the agent's statistics produce when it solves 1 of 16 attempts
+("EASIER"), 8 of 16 ("similar") and 15 of 16 ("HARDER").
+
     python bench/simulator_shift.py --home .genenv/experiments --run RUN_ID
     python bench/simulator_shift.py --db sqlite:///path/genenv.db --run RUN_ID --url http://127.0.0.1:8001
 
@@ -42,8 +46,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from rollout_throughput import load_adapter, start_vllm, stop_vllm  # noqa: E402
 
 from genenv.contracts.runs import RunConfig  # noqa: E402
+from genenv.contracts.tasks import Seed  # noqa: E402
 from genenv.db.engine import make_engine, make_session_factory, session_scope  # noqa: E402
-from genenv.db.models import AdapterRow, RunRow, TaskRow  # noqa: E402
+from genenv.db.models import AdapterRow, RunRow, SeedRow, TaskRow  # noqa: E402
 from genenv.devstack import free_port  # noqa: E402
 from genenv.domains import get_domain  # noqa: E402
 from genenv.domains.base import Domain, TaskRejected  # noqa: E402
@@ -65,8 +70,13 @@ class PromptResult:
     p_hats: list[float] = field(default_factory=list)
 
 
-def load_run(db_url: str, run_id: str) -> tuple[RunConfig, list[list[dict[str, Any]]], list[tuple[int, str]]]:
-    """The run's config, its first epoch's simulator prompts (one per seed) and its simulator adapters."""
+STEERING = {"hint: EASIER (1/16 solved)": (1, 16), "hint: similar (8/16)": (8, 16), "hint: HARDER (15/16)": (15, 16)}
+
+
+def load_run(
+    db_url: str, run_id: str
+) -> tuple[RunConfig, list[list[dict[str, Any]]], list[tuple[int, str]], list[Seed]]:
+    """The run's config, its first epoch's simulator prompts (one per seed), its simulator adapters and seeds."""
     factory = make_session_factory(make_engine(get_settings().database.model_copy(update={"url": db_url})))
     with session_scope(factory) as s:
         run = s.get(RunRow, run_id)
@@ -84,7 +94,9 @@ def load_run(db_url: str, run_id: str) -> tuple[RunConfig, list[list[dict[str, A
             select(AdapterRow).where(AdapterRow.run_id == run_id, AdapterRow.role == "simulator")
             .order_by(AdapterRow.version)
         )]
-    return config, list(prompts.values()), adapters
+        by_id = {r.seed_id: Seed(id=r.seed_id, domain=r.domain, payload=r.payload) for r in s.scalars(
+            select(SeedRow).where(SeedRow.run_id == run_id, SeedRow.epoch == first))}
+    return config, list(prompts.values()), adapters, [by_id[k] for k in prompts if k in by_id]
 
 
 def _payload(domain: Domain, text: str, finish: str | None) -> dict[str, Any] | None:
@@ -151,9 +163,9 @@ def summarise(config: RunConfig, domain: Domain, version: str, results: list[Pro
     return row
 
 
-async def run_probe(args: argparse.Namespace, url: str) -> list[dict[str, Any]]:
-    config, prompts, adapters = load_run(args.db, args.run)
-    prompts = prompts[: args.prompts]
+async def run_probe(args: argparse.Namespace, url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    config, prompts, adapters, seeds = load_run(args.db, args.run)
+    prompts, seeds = prompts[: args.prompts], seeds[: args.prompts]
     domain = get_domain(config.domain)
     settings = get_settings().inference
     versions: list[tuple[str, str | None]] = [("base", None)]
@@ -162,17 +174,24 @@ async def run_probe(args: argparse.Namespace, url: str) -> list[dict[str, Any]]:
         load_adapter(url, name, Path(path))
         versions.append((f"v{version}", name))
     backend = OpenAIBackend(url, settings)
-    rows = []
+    rows, steering = [], []
     try:
         with Progress(console=console, transient=True) as progress:
-            bar = progress.add_task("simulator versions", total=len(versions))
+            bar = progress.add_task("simulator versions, then hints", total=len(versions) + len(STEERING))
             for label, adapter in versions:
                 results = await probe_version(backend, domain, config, prompts, adapter, args.samples, args.attempts)
                 rows.append(summarise(config, domain, label, results))
                 progress.advance(bar)
+            for label, stats in STEERING.items():
+                hinted = [domain.simulator_messages(seed, config.variations_per_seed,
+                                                    target_success=config.curriculum.alpha, stats=stats)
+                          for seed in seeds]
+                results = await probe_version(backend, domain, config, hinted, None, args.samples, args.attempts)
+                steering.append(summarise(config, domain, label, results))
+                progress.advance(bar)
     finally:
         await backend.aclose()
-    return rows
+    return rows, steering
 
 
 def main() -> None:
@@ -196,18 +215,21 @@ def main() -> None:
         proc = start_vllm(port, Path(f"/tmp/simulator-shift-vllm-{port}.log"))
         url = f"http://127.0.0.1:{port}"
     try:
-        rows = asyncio.run(run_probe(args, url))
+        rows, steering = asyncio.run(run_probe(args, url))
     finally:
         if proc is not None:
             stop_vllm(proc)
-    table = Table(title=f"simulator generations on fixed first-epoch prompts · run {args.run} · "
-                        f"{args.prompts} prompts × {args.samples} samples, base agent × {args.attempts} attempts · "
-                        "mean [95 % bootstrap interval over prompts]")
-    for col in rows[0]:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    console.print(table)
+    sizes = f"{args.prompts} prompts × {args.samples} samples, base agent × {args.attempts} attempts"
+    for title, data in (
+        (f"simulator versions on fixed first-epoch prompts · run {args.run} · {sizes}", rows),
+        (f"base simulator, same seeds, steered by the prompt's difficulty hint · {sizes}", steering),
+    ):
+        table = Table(title=f"{title} · mean [95 % bootstrap interval over prompts]")
+        for col in data[0]:
+            table.add_column(col, justify="right")
+        for row in data:
+            table.add_row(*(str(v) for v in row.values()))
+        console.print(table)
     console.print(f"{time.monotonic() - started:.0f} s")
 
 
