@@ -156,7 +156,9 @@ def test_examples_readme_lists_every_example() -> None:
 
 
 def test_the_experiment_presets_exist() -> None:
-    assert {p.name for p in EXPERIMENTS} == {"experiment-cpu-arithmetic.yaml", "experiment-gpu-bfcl.yaml"}
+    assert {p.name for p in EXPERIMENTS} == {
+        "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml"
+    }
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
@@ -164,8 +166,8 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
     body = load_experiment(path)
     assert body.name == body.template.name == path.stem
     assert body.template.eval_every == 1 and body.template.eval_benchmarks  # held-out accuracy every epoch
-    assert body.template.curriculum.alpha == 0.5 and body.template.curriculum.k_min == 0.1  # the paper's band
-    assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION} <= set(body.modes)
+    assert body.template.curriculum.alpha == 0.5
+    assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
     assert body.replicates >= 3
     env = {
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
@@ -184,10 +186,21 @@ def test_cpu_preset_is_the_arithmetic_ablation() -> None:
     assert body.template.domain == "arithmetic" and body.template.eval_benchmarks == ["arithmetic"]
     assert body.template.base_model == "smollm2-135m-instruct" and not body.concurrent
     assert body.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+    assert body.template.curriculum.k_min == 0.1  # the paper's band
+
+
+def test_wide_band_preset_differs_only_in_the_band() -> None:
+    paper = load_experiment(EXAMPLES / "experiment-cpu-arithmetic.yaml")
+    wide = load_experiment(EXAMPLES / "experiment-cpu-arithmetic-wide-band.yaml")
+    assert wide.template.curriculum.k_min == 0.25 and wide.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR]
+    same = paper.template.model_copy(update={"name": wide.template.name, "curriculum": wide.template.curriculum})
+    assert same == wide.template and wide.replicates == paper.replicates
+    assert paper.template.curriculum.model_copy(update={"k_min": 0.25}) == wide.template.curriculum
 
 
 def test_gpu_preset_carries_table_2() -> None:
     body = load_experiment(EXAMPLES / "experiment-gpu-bfcl.yaml")
     assert {path: _get(body.template, path) for path in PAPER} == PAPER
     assert body.template.eval_benchmarks == ["bfcl"] and body.concurrent
+    assert body.template.curriculum.k_min == 0.1
     assert set(body.modes) == set(RunMode)
