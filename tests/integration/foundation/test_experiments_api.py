@@ -94,6 +94,15 @@ async def test_bad_bodies_are_422(api: Api, fields: dict[str, Any], param: str |
     assert err["param"] == param, err
 
 
+async def test_nul_characters_are_refused_before_any_insert(api: Api) -> None:
+    # Postgres text and JSONB cannot store U+0000: a 400 in the envelope (as for runs), never a failed INSERT.
+    before = (await api.client.get("/v1/runs", params={"limit": 500})).json()["items"]
+    body = {"name": "a\x00b", "template": TEMPLATE, "modes": ["genenv"], "replicates": 1}
+    err = _error(await api.client.post("/v1/experiments", json=body), 400)
+    assert "NUL" in err["message"] and err["param"] == "body"
+    assert (await api.client.get("/v1/runs", params={"limit": 500})).json()["items"] == before
+
+
 async def test_unknown_experiment_is_404(api: Api) -> None:
     for method, path in (("GET", ""), ("GET", "/series"), ("POST", "/start"), ("POST", "/cancel")):
         err = _error(await api.client.request(method, f"/v1/experiments/nope{path}"), 404)

@@ -14,7 +14,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.epochs import EpochPhase, EpochSummary
-from genenv.contracts.errors import ConflictError, NotFoundError
+from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
 from genenv.contracts.experiments import (
     Experiment,
     ExperimentCreate,
@@ -47,9 +47,11 @@ def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
     Members are created replicate by replicate (every mode of replicate 0, then of replicate 1, …), so one after
     another they finish whole replicates first: a stopped experiment still has comparable modes.
     """
+    stored = body.model_dump(mode="json")
+    if runs.has_nul(stored):  # Postgres text and JSONB cannot hold U+0000: a 422 here, not a failed INSERT
+        raise GenEnvError("text fields must not contain NUL (\\u0000) characters", param="body")
     row = ExperimentRow(
-        id=uuid.uuid4().hex, name=body.name, status=ExperimentStatus.CREATED.value,
-        spec=body.model_dump(mode="json"),
+        id=uuid.uuid4().hex, name=body.name, status=ExperimentStatus.CREATED.value, spec=stored,
     )
     session.add(row)
     session.flush()

@@ -27,7 +27,7 @@ def create(session: Session, config: RunConfig) -> RunRow:
     """Store a validated run config as a new run in status ``created``."""
     stored = config.model_dump(mode="json")
     # Postgres JSONB cannot hold U+0000; reject it here instead of failing inside the INSERT.
-    if _has_nul(stored):
+    if has_nul(stored):
         raise GenEnvError("text fields must not contain NUL (\\u0000) characters", param="config")
     row = RunRow(
         id=new_run_id(), name=config.name, status=RunStatus.CREATED.value, config=stored, current_epoch=0
@@ -37,13 +37,14 @@ def create(session: Session, config: RunConfig) -> RunRow:
     return row
 
 
-def _has_nul(value: Any) -> bool:
+def has_nul(value: Any) -> bool:
+    """Whether a JSON-like value holds U+0000 in any string (Postgres text and JSONB reject it)."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+        return any(has_nul(v) for v in value)
     return False
 
 
