@@ -244,25 +244,32 @@ function drawRun(run, epochs) {
   drawTable(epochs);
 }
 
-function drawRuns(runs) {
-  const list = $("run-list");
+// One sidebar list (runs or experiments): a button per item showing its status and name (text only).
+function drawList(listId, items, { dataKey, selectedId, title, onSelect, empty }) {
+  const list = $(listId);
   list.replaceChildren();
-  for (const r of runs) {
+  for (const x of items) {
     const button = document.createElement("button");
     button.type = "button";
-    button.dataset.runId = r.id;
-    button.classList.toggle("selected", r.id === state.runId);
+    button.dataset[dataKey] = x.id;
+    button.classList.toggle("selected", x.id === selectedId);
     const status = document.createElement("span");
     status.className = "status";
-    status.textContent = r.status;
-    button.append(status, document.createTextNode(r.name));
-    button.title = r.id;
-    button.addEventListener("click", () => select(r.id));
+    status.textContent = x.status;
+    button.append(status, document.createTextNode(x.name));
+    button.title = title(x);
+    button.addEventListener("click", () => onSelect(x.id));
     const item = document.createElement("li");
     item.append(button);
     list.append(item);
   }
-  if (!runs.length) list.textContent = "No runs yet.";
+  if (!items.length) list.textContent = empty;
+}
+
+function drawRuns(runs) {
+  drawList("run-list", runs, {
+    dataKey: "runId", selectedId: state.runId, title: (r) => r.id, onSelect: select, empty: "No runs yet.",
+  });
 }
 
 // ------------------------------------------------------------------------------------------------ experiments
@@ -452,24 +459,11 @@ function drawExperiment(experiment, series) {
 }
 
 function drawExperiments(experiments) {
-  const list = $("experiment-list");
-  list.replaceChildren();
-  for (const x of experiments) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.dataset.experimentId = x.id;
-    button.classList.toggle("selected", x.id === state.experimentId);
-    const status = document.createElement("span");
-    status.className = "status";
-    status.textContent = x.status;
-    button.append(status, document.createTextNode(x.name));
-    button.title = `${x.id} · ${x.modes.join(", ")} × ${x.replicates}`;
-    button.addEventListener("click", () => selectExperiment(x.id));
-    const item = document.createElement("li");
-    item.append(button);
-    list.append(item);
-  }
-  if (!experiments.length) list.textContent = "No experiments yet.";
+  drawList("experiment-list", experiments, {
+    dataKey: "experimentId", selectedId: state.experimentId,
+    title: (x) => `${x.id} · ${x.modes.join(", ")} × ${x.replicates}`, onSelect: selectExperiment,
+    empty: "No experiments yet.",
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------- loading

@@ -23,7 +23,13 @@ from rich.table import Table
 
 from genenv.cli.runs import UrlOption, _run_client, err, read_document
 from genenv.clients.control_plane import ControlPlaneClient
-from genenv.contracts.experiments import Experiment, ExperimentCreate, ExperimentSeries, ExperimentStatus
+from genenv.contracts.experiments import (
+    Experiment,
+    ExperimentAction,
+    ExperimentCreate,
+    ExperimentSeries,
+    ExperimentStatus,
+)
 from genenv.contracts.runs import RunStatus
 from genenv.settings import GenEnvSettings, get_settings
 
@@ -186,11 +192,15 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         else:
             out.print(members_table(experiment))
 
+    def _act(experiment_id: str, action: ExperimentAction, url: str | None, home: Path | None) -> None:
+        settings, base = _settings(home, url)
+        experiment = _run_client(settings, base, lambda c: c.act_experiment(experiment_id, action))
+        out.print(f"experiment [bold]{experiment.id}[/bold] is {experiment.status.value}")
+
     @exp_app.command("start")
     def start(experiment_id: Annotated[str, typer.Argument(help="Experiment id.")], url: UrlOption = None) -> None:
         """Start a created experiment on a control plane (its members run on the orchestrator workers)."""
-        experiment = _run_client(get_settings(), url, lambda c: c.act_experiment(experiment_id, "start"))
-        out.print(f"experiment [bold]{experiment.id}[/bold] is {experiment.status.value}")
+        _act(experiment_id, "start", url, None)
 
     @exp_app.command("cancel")
     def cancel(
@@ -198,9 +208,7 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         home: HomeOption = None,
     ) -> None:
         """Cancel an experiment and every member run not finished yet."""
-        settings, base = _settings(home, url)
-        experiment = _run_client(settings, base, lambda c: c.act_experiment(experiment_id, "cancel"))
-        out.print(f"experiment [bold]{experiment.id}[/bold] is {experiment.status.value}")
+        _act(experiment_id, "cancel", url, home)
 
     @exp_app.command("report")
     def report(
