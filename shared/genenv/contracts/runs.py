@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from genenv.contracts.base import Identifier, ModelName, ReadModel, WriteModel
+
+SplitName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+BENCHMARK_SPLITS: dict[str, tuple[str, ...]] = {
+    "arithmetic": ("eval",),
+    "bfcl": ("eval", "ast", "all"),
+    "api_bank": ("all", "level-1", "level-2"),
+    "bamboogle": ("test", "heldout"),
+    "alfworld": ("valid_seen", "valid_unseen"),
+    "travelplanner": ("validation",),
+}
+"""Benchmarks a run may evaluate and their splits (the contract's copy of each evaluator's ``splits``, kept equal
+by tests/unit/foundation/test_run_config.py: contracts do not import the evaluators)."""
 
 
 class RunMode(enum.StrEnum):
@@ -188,6 +201,11 @@ class RunConfig(WriteModel):
     eval_limit: int | None = Field(
         default=None, ge=1, le=1_000_000, description="Items per benchmark at EVALUATE (None = all)."
     )
+    eval_splits: dict[str, SplitName] = Field(
+        default_factory=dict,
+        max_length=6,
+        description="Split per benchmark at EVALUATE (e.g. {bfcl: ast}); a benchmark not named uses its default split.",
+    )
     random_seed: int = Field(
         default=0,
         ge=0,
@@ -212,10 +230,9 @@ class RunConfig(WriteModel):
     @field_validator("eval_benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
-        known = {"arithmetic", "bfcl", "api_bank", "bamboogle", "alfworld", "travelplanner"}
-        unknown = sorted(set(v) - known)
+        unknown = sorted(set(v) - set(BENCHMARK_SPLITS))
         if unknown:
-            raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(known)}")
+            raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARK_SPLITS)}")
         return v
 
     @model_validator(mode="after")
@@ -228,6 +245,11 @@ class RunConfig(WriteModel):
                 )
         if self.eval_every and not self.eval_benchmarks:
             raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
+        for name, split in self.eval_splits.items():
+            if name not in self.eval_benchmarks:
+                raise ValueError(f"eval_splits names {name!r}, which is not in eval_benchmarks {self.eval_benchmarks}")
+            if split not in BENCHMARK_SPLITS[name]:
+                raise ValueError(f"{name} has no split {split!r}; choose from {list(BENCHMARK_SPLITS[name])}")
         return self
 
     @property

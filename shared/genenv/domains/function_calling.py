@@ -224,6 +224,10 @@ TASK_SCHEMA: dict[str, Any] = {
     },
     "required": ["question", "functions", "ground_truth"],
     "additionalProperties": False,
+    # Compact JSON. The schema's features need vLLM's guidance backend (xgrammar refuses them), which by default lets
+    # the model put any whitespace between tokens: Qwen filled BFCL tasks with runs of spaces (≈ 10 characters per
+    # token) until max_task_tokens cut 10 of 12 generations off. Other backends ignore this key.
+    "x-guidance": {"whitespace_flexible": False},
 }
 """What the simulator writes: the request, the function docs and the gold calls in BFCL possible_answer form."""
 

@@ -16,6 +16,7 @@ from genenv.inference.base import InferenceError
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.inference.publisher import AdapterPublishError, VLLMAdapterServer, publish_adapter
 from genenv.settings import InferenceSettings
+from tests.conftest import assert_greedy_tokens_are_peft_argmax
 
 pytestmark = [pytest.mark.vllm, pytest.mark.postgres]
 
@@ -130,10 +131,6 @@ async def test_served_adapter_outputs_are_the_adapters_outputs(
     at every step, the token PEFT's model with the same adapter ranks first, teacher-forced on the served
     prefix. Steps where PEFT's top two are within 0.05 nats are not judged: two correct implementations in bf16
     may break such a near-tie either way."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     name = f"parity-{uuid.uuid4().hex[:8]}"
     await server.load_adapter(name, str(real_lora_dirs[1]))
     served = []
@@ -144,20 +141,5 @@ async def test_served_adapter_outputs_are_the_adapters_outputs(
         finally:
             await backend.aclose()
         served.append(c.token_ids)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)
-    model = PeftModel.from_pretrained(base, str(real_lora_dirs[1])).eval()
-    judged = 0
-    for prompt, tokens in zip(PROMPTS, served, strict=True):
-        text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        prefix = tokenizer(text, add_special_tokens=False)["input_ids"]  # as vLLM tokenizes a chat prompt
-        ids = torch.tensor([list(prefix) + tokens])
-        with torch.no_grad():
-            logits = model(ids).logits[0, len(prefix) - 1 : -1].float()
-        top2 = logits.log_softmax(-1).topk(2, dim=-1)
-        for step, token in enumerate(tokens):
-            if float(top2.values[step, 0] - top2.values[step, 1]) < 0.05:
-                continue
-            judged += 1
-            assert int(top2.indices[step, 0]) == token, (prompt, step, tokens)
-    assert judged >= 24  # most steps are clear decisions
+    # most steps are clear decisions
+    assert assert_greedy_tokens_are_peft_argmax(model_dir, str(real_lora_dirs[1]), PROMPTS, served) >= 24

@@ -112,6 +112,13 @@ def test_gold_answers_score_one_on_every_category(benchmarks_dir: Path) -> None:
     assert report.metrics["score"] == 1.0 and report.metrics["headline"] == "macro_accuracy"
 
 
+def test_the_ast_split_is_the_eval_splits_single_turn_items_alone(benchmarks_dir: Path) -> None:
+    eval_items = EVALUATOR.load_items(benchmarks_dir, "eval")
+    ast_items = EVALUATOR.load_items(benchmarks_dir, "ast")
+    assert [i.id for i in ast_items] == [i.id for i in eval_items if i.category != MULTI_TURN]
+    assert {i.category for i in ast_items} == set(AST_CATEGORIES) and len(ast_items) == 878
+
+
 def test_every_eval_item_scores_one_with_gold_answers(benchmarks_dir: Path) -> None:
     items = EVALUATOR.load_items(benchmarks_dir, "eval")
     report = _run(GoldAnswerer(items), benchmarks_dir, concurrency=32)

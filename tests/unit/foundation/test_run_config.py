@@ -84,3 +84,19 @@ def test_every_hyperparameter_has_a_description() -> None:
     for model in models:
         missing = [n for n, f in model.model_fields.items() if not f.description and n not in blocks]
         assert missing == [], f"{model.__name__} fields without description"
+
+
+def test_the_contracts_benchmark_splits_are_the_evaluators() -> None:
+    from genenv.benchmarks.registry import get_evaluator
+    from genenv.contracts.runs import BENCHMARK_SPLITS
+
+    assert {name: get_evaluator(name).splits for name in BENCHMARK_SPLITS} == BENCHMARK_SPLITS
+
+
+def test_eval_splits_name_a_listed_benchmark_and_one_of_its_splits() -> None:
+    ok = RunConfig.model_validate({"eval_every": 1, "eval_benchmarks": ["bfcl"], "eval_splits": {"bfcl": "ast"}})
+    assert ok.eval_splits == {"bfcl": "ast"}
+    _, msg = _error(eval_every=1, eval_benchmarks=["bfcl"], eval_splits={"bfcl": "valid_seen"})
+    assert "bfcl has no split 'valid_seen'; choose from ['eval', 'ast', 'all']" in msg
+    _, msg = _error(eval_every=1, eval_benchmarks=["bfcl"], eval_splits={"arithmetic": "eval"})
+    assert "eval_splits names 'arithmetic', which is not in eval_benchmarks ['bfcl']" in msg

@@ -110,6 +110,9 @@ def _client(sim: ScriptedSimulator, sessions: sessionmaker[Session] | None = Non
         ("", "stop", RejectionReason.EMPTY),
         ("no json here", "stop", RejectionReason.NOT_JSON),
         ('{"a": ', "length", RejectionReason.TOO_LONG),
+        # Cut off inside the task: the complete inner object is a fragment, not the task (seen with Qwen on BFCL).
+        ('{"question": "q", "functions": [{"name": "f", "parameters": {"type": "dict"}}, {"na', "length",
+         RejectionReason.TOO_LONG),
         ('"just a string"', "stop", RejectionReason.SCHEMA),
         ("{not: json}", "stop", RejectionReason.NOT_JSON),
     ],
@@ -133,6 +136,12 @@ def test_extract_json_rejections(text: str, finish: str, reason: RejectionReason
 )
 def test_extract_json_finds_the_object(text: str) -> None:
     assert extract_json(text, "stop") == {"expression": "1 + 2"}
+
+
+def test_a_whole_object_before_the_cut_is_kept() -> None:
+    assert extract_json('Sure: {"expression": "1 + 2"} and then some text that ran o', "length") == {
+        "expression": "1 + 2"
+    }
 
 
 async def test_every_rejection_reason_is_reported_and_counted(tmp_path: Path) -> None:

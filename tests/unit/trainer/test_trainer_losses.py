@@ -58,7 +58,23 @@ def test_token_logprobs_equal_log_softmax_at_the_sampling_temperature(
     logits = policy(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=b.position_ids).logits
     scaled = logits[:, :-1].float() / (temperature if temperature > 0 else 1.0)  # T = 0 is greedy: the model's own
     want = torch.log_softmax(scaled, -1).gather(-1, b.input_ids[:, 1:, None]).squeeze(-1)
-    assert torch.allclose(got, want, atol=1e-5)
+    mask = b.completion_mask.bool()
+    assert torch.allclose(got[mask], want[mask], atol=1e-5)
+    assert bool((got[~mask] == 0).all())  # the LM head never ran there
+
+
+def test_the_lm_head_runs_only_on_completion_positions(policy: Any, tokenizer: Any) -> None:
+    b = collate(_examples(tokenizer, ["12", "The answer is 12."]), pad_id=tokenizer.pad_token_id)
+    seen: list[int] = []
+    head = policy.get_base_model().get_output_embeddings()
+    hook = head.register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[0]))
+    try:
+        with torch.no_grad():
+            token_logprobs(policy, b, chunk_tokens=4)
+    finally:
+        hook.remove()
+    assert sum(seen) == int(b.completion_mask.sum()) < b.completion_mask.numel()
+    assert max(seen) <= 4
 
 
 def test_chunked_logprobs_and_their_gradient_equal_the_unchunked_ones(policy: Any, tokenizer: Any) -> None:
@@ -69,7 +85,7 @@ def test_chunked_logprobs_and_their_gradient_equal_the_unchunked_ones(policy: An
     whole.sum().backward()
     g_whole = _grads(policy)
     policy.zero_grad()
-    chunked = token_logprobs(policy, b, chunk_tokens=6)  # 3 positions per chunk for 2 rows
+    chunked = token_logprobs(policy, b, chunk_tokens=3)  # 3 completion positions per chunk
     chunked.sum().backward()
     assert torch.allclose(whole, chunked, atol=1e-5)
     for a, c in zip(g_whole, _grads(policy), strict=True):
@@ -177,7 +193,9 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(policy: Any, tokeni
     micro = grpo.grpo_loss_backward(policy, samples, micro_batch_size=1, **kwargs)
     for a, b in zip(g_full, _grads(policy), strict=True):
         assert torch.allclose(a, b, atol=1e-6)
-    assert full["loss"] == pytest.approx(micro["loss"], rel=1e-5)
+    # The loss is a sum of ±advantage-weighted terms of order 1 that cancel to ≈ 1e-3: float32 rounding of those
+    # terms (≈ 1e-7 each, from matmuls over differently shaped batches) bounds the agreement in absolute terms.
+    assert full["loss"] == pytest.approx(micro["loss"], rel=1e-5, abs=1e-6)
     assert full["kl"] > 0
 
 
