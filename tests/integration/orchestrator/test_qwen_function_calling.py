@@ -142,7 +142,10 @@ async def test_a_function_calling_member_runs_on_qwen_and_serves_its_adapter(
                 served.append(r.json()["choices"][0]["token_ids"])
         finally:
             await http.post("/v1/unload_lora_adapter", json={"lora_name": name})
-    assert assert_greedy_tokens_are_peft_argmax(qwen_dir, adapter_dir, PROMPTS, served) >= 8
+    # Qwen's bf16 noise between vLLM and PEFT is larger than SmolLM2's: per token |Δ log-prob| median 0.004, p90 0.045,
+    # max 0.076 nats (measured over 579 greedy steps on 12 prompts: base model, a random and a trained adapter), so
+    # a top-two margin can move by ≈ 2 × 0.076. At SmolLM2's 0.05 one step of 24 (margin > 0.05) once failed in CI.
+    assert assert_greedy_tokens_are_peft_argmax(qwen_dir, adapter_dir, PROMPTS, served, near_tie=0.15) >= 8
 
 
 def test_grpo_on_qwen_raises_the_verified_calls_over_the_wrong_ones(qwen_dir: Path, qwen_url: str,
