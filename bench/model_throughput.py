@@ -2,8 +2,8 @@
 
 For each model the benchmark starts ``genenv serve vllm --role both --model NAME`` (the launcher's defaults: its
 served context, thread binding, dtype, grouped-LoRA plugin on CPU), sends the rollout worker's requests (one per
-task with ``n = G``, log-probs and token ids) straight to it, without and with a rank-16 adapter (PEFT's default
-init, B = 0: full LoRA compute, the base model's outputs), at two shapes:
+task with ``n = G``, log-probs and token ids) straight to it, without and with a rank-16 adapter (B small and random:
+full LoRA compute, outputs close to the base model's; see rollout_throughput.make_adapter), at two shapes:
 
 - arithmetic: 16 arithmetic seed tasks × G = 8, 24 response tokens (the experiments' arithmetic shape);
 - BFCL: 16 function-calling seed tasks × G = 8, 96 response tokens (long prompts: the functions' docs).

@@ -7,8 +7,9 @@ quickstart's (24 tasks × G = 6, 24 response tokens) and 16 tasks × G = 8.
 
 - (a) vLLM direct, base model: one request per task with ``n = G`` (what the worker sends), and, for reference,
   one request per attempt (what the worker sent before);
-- (b) vLLM direct with an agent LoRA adapter (rank ``--lora-rank``, PEFT's default init: B = 0, so the adapter
-  adds its full compute but leaves outputs, hence lengths, as the base model's);
+- (b) vLLM direct with an agent LoRA adapter (rank ``--lora-rank``, B small and random rather than PEFT's B = 0: the
+  adapter adds its full compute — the plugin skips a slot of zeros, so B = 0 would understate its cost — and moves
+  the outputs, hence lengths, only slightly from the base model's);
 - (c) the rollout worker with that adapter, reading tasks from the database and storing every rollout;
 - (c0) the same with the code before this issue (``--baseline-rev``, a git worktree): its worker, which sends one
   request per attempt, against its own server launcher (vLLM's default thread binding, no grouped-LoRA plugin);
@@ -170,8 +171,7 @@ BASELINE_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
     from genenv.db.engine import make_engine, make_session_factory
-    from genenv.inference.launcher import LaunchError, wait_healthy
-from genenv.inference.openai_client import OpenAIBackend
+    from genenv.inference.openai_client import OpenAIBackend
     from genenv.settings import DatabaseSettings, InferenceSettings
     from genenv_rollout.worker import rollout_epoch
     db_url, url, run_id, epoch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -201,8 +201,10 @@ def run_baseline(tree: Path, db_url: str, url: str, run_id: str, epoch: int) -> 
     env = {**os.environ, "PYTHONPATH": f"{tree / 'shared'}{os.pathsep}{tree / 'services'}"}
     out = subprocess.run(
         [sys.executable, "-c", BASELINE_SCRIPT, db_url, url, run_id, str(epoch)],
-        env=env, check=True, capture_output=True, text=True, cwd=tree,
+        env=env, check=False, capture_output=True, text=True, cwd=tree,
     )
+    if out.returncode != 0:
+        raise SystemExit(f"the baseline worker ({tree}) failed:\n{out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -211,7 +213,9 @@ def run_baseline(tree: Path, db_url: str, url: str, run_id: str, epoch: int) -> 
 
 
 def make_adapter(model_dir: Path, rank: int, where: Path) -> Path:
-    """A PEFT LoRA adapter on the attention projections (the run default), B = 0 (PEFT's default init)."""
+    """A PEFT LoRA adapter on the attention projections (the run default). B ~ N(0, 1e-3²) instead of PEFT's zeros:
+    every matrix nonzero, so the server computes the whole LoRA term, as for a trained adapter."""
+    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -220,6 +224,11 @@ def make_adapter(model_dir: Path, rank: int, where: Path) -> Path:
         base, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
                          task_type="CAUSAL_LM"),
     )
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 1e-3)
     model.save_pretrained(str(where))
     return where
 
@@ -280,6 +289,8 @@ def main() -> None:
     parser.add_argument("--sim-n", type=int, default=4, help="Variations per seed (quickstart 4).")
     parser.add_argument("--sim-max-tokens", type=int, default=96, help="Task tokens (quickstart 96).")
     parser.add_argument("--skip-per-attempt", action="store_true", help="Leave out the per-attempt direct rows.")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="Passes of rows (a)–(d), alternating; each row is the total over its passes.")
     args = parser.parse_args()
 
     console = Console(width=160)
@@ -310,37 +321,51 @@ def main() -> None:
     def picked_for(shape: Shape) -> list[Any]:
         return [seeds[i * len(seeds) // shape.tasks] for i in range(shape.tasks)]  # spread over the levels
 
-    async def worker_rows(label: str, baseline: bool) -> None:
-        """Row (c) or (c0) for every shape: a run with its adapter and tasks, rolled out and stored."""
-        for epoch, shape in enumerate(shapes):
-            cfg = RunConfig(name="bench", rollouts_per_task=shape.g, max_response_tokens=shape.max_tokens,
-                            rollout_temperature=args.temperature)
-            with session_scope(sessions) as s:
-                run_id = run_repo.create(s, cfg).id
-                adapter_repo.create_adapter(s, run_id=run_id, role=Role.AGENT, version=1, path=str(adapter_path),
-                                            parent_version=None, metrics={})
-                tasks = [GeneratedTask(seed_id=sd.id, domain="arithmetic", variation=0, payload=sd.payload,
-                                       status=TaskStatus.VALID) for sd in picked_for(shape)]
-                task_repo.store_generated(s, run_id, epoch, tasks)
-            load_adapter(url, adapter_name(run_id, Role.AGENT, 1), adapter_path)
-            console.log(f"{shape.name}: {label}")
+    def add(label: str, shape: str, units: int, prompt: int, completion: int, seconds: float) -> None:
+        """Sum a pass into its row (rows over several rounds are totals)."""
+        row = next((r for r in rows if r.path == label and r.shape == shape), None)
+        if row is None:
+            rows.append(Row(label, shape, units, prompt, completion, seconds))
+            return
+        row.units += units
+        row.prompt_tokens += prompt
+        row.completion_tokens += completion
+        row.seconds += seconds
+
+    async def worker_row(label: str, baseline: bool, shape: Shape, epoch: int) -> None:
+        """Row (c) or (c0) at one shape: a fresh run with its adapter and tasks, rolled out and stored."""
+        cfg = RunConfig(name="bench", rollouts_per_task=shape.g, max_response_tokens=shape.max_tokens,
+                        rollout_temperature=args.temperature)
+        with session_scope(sessions) as s:
+            row = run_repo.create(s, cfg)
             if baseline:
-                assert tree is not None
-                r = await asyncio.to_thread(run_baseline, tree, db_url, url, run_id, epoch)
-                created, errors, tokens, secs = r["created"], r["errors"], r["tokens"], r["seconds"]
-            else:
-                backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency,
-                                                               request_timeout_s=900))
-                try:
-                    res = await rollout_epoch(sessions, backend, run_id, epoch)
-                finally:
-                    await backend.aclose()
-                created, errors, tokens, secs = res.created, res.errors, res.completion_tokens, res.seconds
-            assert created == shape.tasks * shape.g and errors == 0, (label, created, errors)
-            prefill = _stored_prompt_tokens(db_url, run_id, epoch, shape.g)
-            if not baseline:
-                prefill //= shape.g  # n = G: each task's prompt is prefilled once
-            rows.append(Row(label, shape.name, created, prefill, tokens, secs))
+                # Only the fields set here: the baseline's RunConfig forbids fields added since (eval_splits, …).
+                row.config = cfg.model_dump(mode="json", exclude_unset=True)
+            run_id = row.id
+            adapter_repo.create_adapter(s, run_id=run_id, role=Role.AGENT, version=1, path=str(adapter_path),
+                                        parent_version=None, metrics={})
+            tasks = [GeneratedTask(seed_id=sd.id, domain="arithmetic", variation=0, payload=sd.payload,
+                                   status=TaskStatus.VALID) for sd in picked_for(shape)]
+            task_repo.store_generated(s, run_id, epoch, tasks)
+        load_adapter(url, adapter_name(run_id, Role.AGENT, 1), adapter_path)
+        console.log(f"{shape.name}: {label}")
+        if baseline:
+            assert tree is not None
+            r = await asyncio.to_thread(run_baseline, tree, db_url, url, run_id, epoch)
+            created, errors, tokens, secs = r["created"], r["errors"], r["tokens"], r["seconds"]
+        else:
+            backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency,
+                                                           request_timeout_s=900))
+            try:
+                res = await rollout_epoch(sessions, backend, run_id, epoch)
+            finally:
+                await backend.aclose()
+            created, errors, tokens, secs = res.created, res.errors, res.completion_tokens, res.seconds
+        assert created == shape.tasks * shape.g and errors == 0, (label, created, errors)
+        prefill = _stored_prompt_tokens(db_url, run_id, epoch, shape.g)
+        if not baseline:
+            prefill //= shape.g  # n = G: each task's prompt is prefilled once
+        add(label, shape.name, created, prefill, tokens, secs)
 
     async def warm_up() -> None:
         warm = [domain.agent_messages(seeds[0].payload)]
@@ -350,28 +375,30 @@ def main() -> None:
         await warm_up()
         agent_adapter = "bench-agent"
         load_adapter(url, agent_adapter, adapter_path)
-        for shape in shapes:
-            prompts = [domain.agent_messages(sd.payload) for sd in picked_for(shape)]
-            for label, model, per_attempt in [
-                ("(a) vLLM direct, base, n=G", served, False),
-                ("(a') vLLM direct, base, one request per attempt", served, True),
-                ("(b) vLLM direct, adapter, n=G", agent_adapter, False),
-                ("(b') vLLM direct, adapter, one request per attempt", agent_adapter, True),
-            ]:
-                if per_attempt and args.skip_per_attempt:
-                    continue
-                console.log(f"{shape.name}: {label}")
-                n, p, c, secs = await direct(url, model, prompts, shape, args.temperature, args.concurrency,
-                                             per_attempt)
-                rows.append(Row(label, shape.name, n, p, c, secs))
-        await worker_rows("(c) rollout worker, adapter, stored", baseline=False)
+        # Rounds alternate the rows (a, b, c, a, b, c, …) so that a slow spell of the machine hits every row alike.
+        for rnd in range(args.rounds):
+            for i, shape in enumerate(shapes):
+                prompts = [domain.agent_messages(sd.payload) for sd in picked_for(shape)]
+                for label, model, per_attempt in [
+                    ("(a) vLLM direct, base, n=G", served, False),
+                    ("(a') vLLM direct, base, one request per attempt", served, True),
+                    ("(b) vLLM direct, adapter, n=G", agent_adapter, False),
+                    ("(b') vLLM direct, adapter, one request per attempt", agent_adapter, True),
+                ]:
+                    if per_attempt and args.skip_per_attempt:
+                        continue
+                    console.log(f"{shape.name}: {label} (round {rnd + 1}/{args.rounds})")
+                    n, p, c, secs = await direct(url, model, prompts, shape, args.temperature, args.concurrency,
+                                                 per_attempt)
+                    add(label, shape.name, n, p, c, secs)
+                await worker_row("(c) rollout worker, adapter, stored", False, shape, rnd * len(shapes) + i)
 
         sim_seeds = [InlineSeed(id=sd.id, payload=sd.payload) for sd in seeds[:: max(1, len(seeds) // args.sim_seeds)]]
         sim_seeds = sim_seeds[: args.sim_seeds]
         sim_shape = f"{len(sim_seeds)} seeds × n={args.sim_n}"
-        # Short runs: two rounds each, alternating (base, adapter, base, adapter), summed per row.
+        # Short runs: the same rounds, alternating (base, adapter, free, base, …), summed per row.
         totals: dict[str, list[float]] = {}
-        for label, adapter in 2 * [(SIM_BASE, None), (SIM_ADAPTER, agent_adapter), (SIM_FREE, None)]:
+        for label, adapter in args.rounds * [(SIM_BASE, None), (SIM_ADAPTER, agent_adapter), (SIM_FREE, None)]:
             request = GenerateRequest(domain="arithmetic", seeds=sim_seeds, n=args.sim_n, target_success=0.5,
                                       adapter=adapter, temperature=1.0, max_tokens=args.sim_max_tokens)
             guided = label != SIM_FREE
@@ -396,7 +423,8 @@ def main() -> None:
 
     async def baseline_rows() -> None:
         await warm_up()
-        await worker_rows("(c0) baseline worker, adapter, stored", baseline=True)
+        for epoch, shape in enumerate(shapes):  # one round: the baseline is several times slower
+            await worker_row("(c0) baseline worker, adapter, stored", True, shape, epoch)
 
     if args.url is not None:
         if tree is not None:
@@ -424,7 +452,8 @@ def main() -> None:
                                                                   if r.path.startswith(p))))
     where = args.url or "servers started per row group"
     table = Table(title=f"Rollout and generation throughput: {os.cpu_count()} cores, {where}, {model_dir.name}, "
-                        f"T={args.temperature}, concurrency {args.concurrency}, LoRA rank {args.lora_rank}")
+                        f"T={args.temperature}, concurrency {args.concurrency}, LoRA rank {args.lora_rank}, "
+                        f"{args.rounds} rounds")
     for col in ["path", "shape", "rollouts / tasks", "seconds", "per s", "gen tokens/s", "of limit"]:
         table.add_column(col, justify="left" if col in {"path", "shape"} else "right")
     for r in rows:
