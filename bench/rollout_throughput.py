@@ -19,7 +19,9 @@ quickstart's (24 tasks × G = 6, 24 response tokens) and 16 tasks × G = 8.
   into tokens/s with 2 × parameters FLOPs per token. Each row's "of limit" is its processed tokens (prompt once
   per request + completion) per second as a fraction of that.
 
-    python bench/rollout_throughput.py            # ≈ 8 minutes on 2 cores
+    python bench/rollout_throughput.py                                  # ≈ 7 minutes on 2 cores
+    python bench/rollout_throughput.py --baseline-rev none --rounds 1   # this checkout only, ≈ 2 minutes
+    GENENV_VLLM_GROUPED_LORA=ops python bench/rollout_throughput.py ... # the plugin's first level only
 """
 
 from __future__ import annotations

@@ -228,3 +228,24 @@ def test_a_slot_of_zeros_is_skipped_with_upstreams_result() -> None:
     FUSED["add_shrink"](w, buffers, x, a, 1.0)
     torch.testing.assert_close(buffers[1], x @ a[1][1, 0].T)
     assert torch.equal(buffers[0], torch.zeros(5, 8))
+
+
+@pytest.mark.parametrize(("level", "ops", "fused"), [("1", True, True), ("ops", True, False), ("0", False, False)])
+def test_register_installs_each_level(level: str, ops: bool, fused: bool) -> None:
+    """What vLLM's plugin loader gets, per GENENV_VLLM_GROUPED_LORA (in a fresh interpreter: it patches vLLM)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "from genenv.inference.vllm_plugin import register; register(); register()\n"
+        "from vllm.lora.ops.torch_ops import lora_ops\n"
+        "from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU as W\n"
+        "print(lora_ops.bgmv_shrink.__module__, W.add_shrink.__module__, W.update_metadata.__module__)\n"
+    )
+    env = {**os.environ, "GENENV_VLLM_GROUPED_LORA": level}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    bgmv, shrink, metadata = out.stdout.split()
+    assert (bgmv == "genenv.inference.vllm_plugin") is ops
+    assert (shrink == "genenv.inference.vllm_plugin") is fused
+    assert (metadata == "genenv.inference.vllm_plugin") is fused
