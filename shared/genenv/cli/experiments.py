@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -17,10 +16,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from genenv.cli.render import stdout_console
 from genenv.cli.runs import UrlOption, _run_client, err, read_document
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.experiments import (
@@ -43,7 +42,7 @@ HomeOption = Annotated[
 ]
 DEFAULT_HOME = Path(".genenv/experiments")
 # Logs and CI are not terminals: give the member table room (run ids are 32 characters) instead of 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = stdout_console()
 
 
 def load_experiment(path: Path) -> ExperimentCreate:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from genenv.cli.render import stdout_console
 from genenv.settings import GenEnvSettings, get_settings
 
 # Logs and CI are not terminals: give tables room instead of Rich's 80-column default.
-console = Console(width=None if sys.stdout.isatty() else 140)
+console = stdout_console(140)
 
 
 class QuickstartBackend(StrEnum):

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+
+from rich.console import Console
 from rich.table import Table
 
 from genenv.contracts.epochs import Epoch
+
+
+def stdout_console(width_when_piped: int = 160) -> Console:
+    """A console for tables on stdout: the terminal's width, or ``width_when_piped`` when stdout is a file or a pipe
+    (Rich would fall back to 80 columns and fold a wide table into unreadable slivers in a log)."""
+    return Console(width=None if sys.stdout.isatty() else width_when_piped)
 
 
 def _f(value: float | None, digits: int = 2) -> str:

@@ -6,11 +6,11 @@ import asyncio
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from genenv.cli.render import stdout_console
 from genenv.settings import GenEnvSettings, get_settings
 
-console = Console()
+console = stdout_console(200)  # the benchmark tables have up to 15 columns
 
 
 def register(app: typer.Typer, serve_app: typer.Typer, worker_app: typer.Typer) -> None:

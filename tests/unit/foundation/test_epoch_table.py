@@ -78,3 +78,22 @@ def test_phase_table_shows_seconds_per_phase_and_rates() -> None:
         "epoch", "generate", "rollout", "train", "total", "tasks/s", "rollouts/s"]
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text if "│" in line]
     assert rows == [["0", "4.0", "8.0", "30.0", "42", "6.0", "15.0"]]  # the unfinished epoch has no summary yet
+
+
+def test_tables_on_a_piped_stdout_get_the_piped_width() -> None:
+    """pytest's stdout is not a terminal, as in a log or CI: the console takes the given width, not Rich's 80."""
+    import sys
+
+    from rich.table import Table
+
+    from genenv.cli.render import stdout_console
+
+    assert not sys.stdout.isatty()
+    console = stdout_console(200)
+    table = Table(*[f"column {i}" for i in range(15)])
+    table.add_row(*[f"{i / 7:.3f}" for i in range(15)])
+    with console.capture() as captured:
+        console.print(table)
+    lines = captured.get().splitlines()
+    assert console.width == 200 and len(lines) == 5  # one line per header/row: no column folded
+    assert "column 14" in lines[1]
