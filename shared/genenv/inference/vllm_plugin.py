@@ -146,6 +146,16 @@ def _expand_matrix(blocks: list[Any]) -> Any:
     return torch.block_diag(*(b.T for b in blocks)).contiguous()  # type: ignore[no-untyped-call]
 
 
+def _put_rows(target: Any, rows: Any, value: Any) -> None:
+    """target[rows] = value (zeros when value is None); rows None means every row."""
+    if rows is not None:
+        target[rows] = 0 if value is None else value
+    elif value is None:
+        target.zero_()
+    else:
+        target.copy_(value)
+
+
 def make_wrapper_methods(upstream: Any) -> dict[str, Any]:
     """``update_metadata``, ``add_shrink`` and ``add_expand`` for vLLM's ``PunicaWrapperCPU``; ``upstream`` holds the
     original functions, used for any call whose shapes are not the per-token case computed here."""
@@ -167,31 +177,21 @@ def make_wrapper_methods(upstream: Any) -> dict[str, Any]:
         if groups is None or (as_tensor and (y.dim() != 3 or y.shape[0] != n)) or (not as_tensor and len(y) != n):
             return upstream.add_shrink(self, y, x, lora_a_stacked, scale, **kwargs)
         rank = lora_a_stacked[0].shape[2]
+        # Token-first views of vLLM's buffer: one [tokens, n, rank] view of the tensor, or each slice's [tokens, rank].
+        targets = [y.transpose(0, 1)] if as_tensor else [t.view(-1, rank) for t in y]
         for slot, rows in groups:
             a = _fused(self, lora_a_stacked, slot, _shrink_matrix)
             if a is None:  # upstream writes x @ 0 = 0 into these rows
-                if as_tensor:
-                    y[:, rows if rows is not None else slice(None)] = 0
-                else:
-                    for buffer in y:
-                        buffer.view(-1, rank)[rows if rows is not None else slice(None)] = 0
+                for target in targets:
+                    _put_rows(target, rows, None)
                 continue
             xs = x if rows is None else x[rows]
             h = xs.to(torch.float32) @ a  # [tokens, n·rank]
             if scale != 1.0:
                 h.mul_(scale)
-            h = h.view(h.shape[0], n, rank).transpose(0, 1)  # [n, tokens, rank], as vLLM's buffer
-            if as_tensor:
-                if rows is None:
-                    y.copy_(h)
-                else:
-                    y[:, rows] = h
-            else:
-                for i in range(n):
-                    if rows is None:
-                        y[i].view(-1, rank).copy_(h[i])
-                    else:
-                        y[i].view(-1, rank)[rows] = h[i]
+            values = [h.view(h.shape[0], n, rank)] if as_tensor else list(h.split(rank, dim=1))
+            for target, value in zip(targets, values, strict=True):
+                _put_rows(target, rows, value)
         return None
 
     def add_expand(
@@ -211,10 +211,9 @@ def make_wrapper_methods(upstream: Any) -> dict[str, Any]:
             b = _fused(self, lora_b_stacked, slot, _expand_matrix)
             if b is None:  # adds zero
                 continue
-            b = b.to(y.dtype)
-            hs = torch.cat([x[i] if rows is None else x[i][rows] for i in range(n)], dim=1) if n > 1 else (
-                x[0] if rows is None else x[0][rows])
-            delta = hs.to(y.dtype) @ b  # [tokens, Σ out_i]
+            parts = [x[i] if rows is None else x[i][rows] for i in range(n)]
+            hs = parts[0] if n == 1 else torch.cat(parts, dim=1)  # [tokens, n·rank]
+            delta = hs.to(y.dtype) @ b.to(y.dtype)  # [tokens, Σ out_i]
             if rows is None:
                 target.add_(delta)
             else:
