@@ -3,20 +3,28 @@
 Target (issue 14, item 12): on 2 cores against Postgres, while a run is in progress, ``GET /v1/runs`` (50 per page)
 and ``GET /v1/runs/{id}/epochs`` each serve ≥ 500 req/s at p99 < 50 ms, i.e. ≤ 2 ms of server CPU per request.
 
+The server runs in the SHIPPED dependency set: a virtual environment made by a plain ``pip install .`` of this
+checkout (what deploy/docker/Dockerfile.app does), not the development venv. The development venv carries extras
+(vLLM, torch, uvloop through vLLM's dependencies) that can hide what a deployment gets: issue 22's ~40 ms stall per
+keep-alive request with ``--workers 2`` on the stdlib event loop never showed here because of that.
+
 One run of this script:
 
-1. creates a fresh Postgres database and seeds realistic rows: ``--runs`` runs whose configs are the shipped
+1. builds or refreshes the shipped venv (``--server-venv``; or uses ``--server-python`` as given);
+2. creates a fresh Postgres database and seeds realistic rows: ``--runs`` runs whose configs are the shipped
    example configs (full, with every default filled in), and one run in progress with ``--epochs`` epochs carrying
    full summaries (train metrics, phase times, benchmark scores);
-2. starts ``genenv serve control-plane --workers W`` on loopback for each ``--workers`` value;
-3. while a writer process keeps the in-progress run moving (an epoch summary and the run row updated
+3. starts ``genenv serve control-plane --workers W`` on loopback for each ``--workers`` value and each event loop
+   of ``--loops`` (settings.http.loop);
+4. while a writer process keeps the in-progress run moving (an epoch summary and the run row updated
    ``--write-hz`` times a second, as the orchestrator does), drives each endpoint from a second process with
    ``--concurrency`` keep-alive connections for ``--seconds`` seconds (after a warm-up);
-4. prints one table: req/s, p50/p99 latency, and the server processes' CPU milliseconds per request (user + system
+5. prints one table: req/s, p50/p99 latency, and the server processes' CPU milliseconds per request (user + system
    time of the server and its worker processes over the measured window, divided by the requests served). A
-   ``GET /healthz`` row (no database, no body) gives the floor: what the HTTP stack itself costs per request.
+   ``GET /healthz`` row (no database, no body) gives the floor: what the HTTP stack itself costs per request. The
+   title carries the load average: the machine may be shared, so compare rows of one table (ratios), not tables.
 
-    python bench/control_plane_load.py --workers 1 2 --seconds 10
+    python bench/control_plane_load.py --workers 1 2 --loops auto asyncio --seconds 10
 
 The load generator speaks HTTP/1.1 over raw asyncio streams (hand-written, ~30 lines): on a 2-core machine the
 client shares the CPU with the server, and a full HTTP client library would spend more CPU per request than the
@@ -35,12 +43,15 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import yaml
+from _common import ROOT, serving
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy import create_engine, text
@@ -51,10 +62,10 @@ from genenv.db import migrate
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.repositories import epochs as epoch_repo
 from genenv.db.repositories import runs as run_repo
-from genenv.inference.launcher import LaunchError, wait_healthy
+from genenv.devstack import free_port
+from genenv.inference.launcher import Started
 from genenv.settings import DatabaseSettings
 
-ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
 
 
@@ -64,6 +75,7 @@ class Measured:
 
     endpoint: str
     workers: int
+    loop: str
     requests: int
     errors: int
     seconds: float
@@ -104,10 +116,9 @@ def _summary(index: int) -> dict[str, Any]:
 def seed(url: str, n_runs: int, n_epochs: int) -> str:
     """Fill a fresh database; return the id of the run in progress."""
     migrate.upgrade(url)
-    configs = [
-        RunConfig.model_validate(yaml.safe_load(p.read_text()))
-        for p in sorted((ROOT / "examples").glob("*.yaml"))
-    ]
+    # Run configs, and the run template of each experiment file (examples/experiment-*.yaml).
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+    configs = [RunConfig.model_validate(d.get("template", d)) for d in docs]
     engine = make_engine(DatabaseSettings(url=url))
     sessions = make_session_factory(engine)
     with session_scope(sessions) as session:
@@ -200,36 +211,45 @@ def _load_process(port: int, path: str, concurrency: int, warmup: float, seconds
 # ---------------------------------------------------------------- server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def shipped_python(venv: Path, *, refresh: bool = True) -> Path:
+    """The interpreter of a venv holding a plain (non-editable) ``pip install`` of this checkout: the dependency set
+    a deployment gets. Made on first use; ``refresh`` reinstalls the package so the venv runs this checkout's code."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
+    elif refresh:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", str(ROOT)],
+                       check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
+    return python
 
 
-def start_server(url: str, workers: int) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+def has_uvloop(python: Path) -> bool:
+    """Whether ``python``'s environment can import uvloop (settings.http.loop 'auto' then uses it)."""
+    return subprocess.run([str(python), "-c", "import uvloop"], capture_output=True).returncode == 0
+
+
+@contextmanager
+def server(python: Path, url: str, workers: int, loop: str) -> Iterator[Started]:
+    """The shipped environment's control plane on a free port, ready for load, for the ``with`` block."""
+    # Only the server's own settings: the development venv's PYTHONPATH must not leak its packages into the
+    # shipped environment.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("GENENV_")}
     env = {
-        **os.environ,
+        **env,
+        "GENENV_HTTP__LOOP": loop,
         "GENENV_DATABASE__URL": url,
         "GENENV_QUEUE__EAGER": "false",
         "GENENV_AUTH__TOKENS": f'["{TOKEN}"]',
         "GENENV_AUTH__REQUIRED": "true",
         "GENENV_LOGGING__LEVEL": "WARNING",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "genenv.cli.main", "serve", "control-plane", "--port", str(port),
-         "--workers", str(workers), "--no-migrate"],
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=120, poll_s=0.5, path="/readyz")
-    except LaunchError:
-        proc.kill()
-        raise
-    # the master's socket accepts as soon as one worker is up; give the others a moment to finish importing
-    time.sleep(2.0 * workers)
-    return proc, port
+    args = ["serve", "control-plane", "--workers", str(workers), "--no-migrate"]
+    with serving(args, free_port(), None, timeout_s=120, poll_s=0.5, env=env, python=python) as started:
+        # the master's socket accepts as soon as one worker is up; give the others a moment to finish importing
+        time.sleep(2.0 * workers)
+        yield started
 
 
 def _server_cpu_s(proc: subprocess.Popen[bytes]) -> float:
@@ -245,7 +265,8 @@ def _server_cpu_s(proc: subprocess.Popen[bytes]) -> float:
 
 
 def measure(
-    proc: subprocess.Popen[bytes], port: int, endpoint: str, path: str, workers: int, args: argparse.Namespace
+    proc: subprocess.Popen[bytes], port: int, endpoint: str, path: str, workers: int, loop: str,
+    args: argparse.Namespace,
 ) -> Measured:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -260,7 +281,7 @@ def measure(
     n = len(latencies)
     q = statistics.quantiles(latencies, n=100) if n >= 2 else [float("nan")] * 99
     return Measured(
-        endpoint=endpoint, workers=workers, requests=n, errors=errors, seconds=args.seconds,
+        endpoint=endpoint, workers=workers, loop=loop, requests=n, errors=errors, seconds=args.seconds,
         p50_ms=1000 * statistics.median(latencies) if n else float("nan"), p99_ms=1000 * q[98],
         cpu_ms_per_request=1000 * (cpu1 - cpu0) / max(n, 1),
     )
@@ -271,6 +292,13 @@ def main() -> None:
     parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
                         help="An admin URL of the Postgres server; a fresh database is created next to it.")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="uvicorn worker counts to measure.")
+    parser.add_argument("--loops", nargs="+", default=["auto", "asyncio"], choices=["auto", "asyncio", "uvloop"],
+                        help="Server event loops to measure (settings.http.loop; 'auto' is what a deployment runs).")
+    parser.add_argument("--server-venv", type=Path, default=ROOT / ".genenv" / "bench-venv",
+                        help="Venv with `pip install .` of this checkout for the server (made on first use, the "
+                        "package refreshed on each run).")
+    parser.add_argument("--server-python", type=Path, default=None,
+                        help="Run the server with this interpreter as it is instead (e.g. a venv of another commit).")
     parser.add_argument("--runs", type=int, default=200, help="Runs seeded (the list endpoint pages 50 of them).")
     parser.add_argument("--epochs", type=int, default=50, help="Epochs with summaries of the run in progress.")
     parser.add_argument("--concurrency", type=int, default=8, help="Keep-alive connections of the load generator.")
@@ -280,6 +308,9 @@ def main() -> None:
     args = parser.parse_args()
 
     console = Console(width=160)
+    python = args.server_python or shipped_python(args.server_venv)
+    uvloop_there = has_uvloop(python)
+    console.log(f"server interpreter {python} (uvloop {'installed' if uvloop_there else 'absent'})")
     name = f"genenv_bench_{uuid.uuid4().hex[:8]}"
     admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -293,20 +324,22 @@ def main() -> None:
         bg = mp.get_context("spawn").Process(target=writer, args=(url, live_id, args.write_hz, stop))
         bg.start()
         try:
-            for workers in args.workers:
-                proc, port = start_server(url, workers)
-                try:
+            for workers, loop in [(w, lp) for lp in args.loops for w in args.workers]:
+                if loop == "uvloop" and not uvloop_there:
+                    console.log("skipping loop 'uvloop': not installed in the server's environment")
+                    continue
+                # What 'auto' resolves to in the server's environment.
+                shown = loop if loop != "auto" else f"auto ({'uvloop' if uvloop_there else 'asyncio'})"
+                with server(python, url, workers, loop) as started:
+                    proc, port = started.proc, started.port
                     for endpoint, path in [
                         ("GET /v1/runs", "/v1/runs?limit=50"),
                         ("GET /v1/runs/{id}/epochs", f"/v1/runs/{live_id}/epochs?limit=50"),
                         # No database, no body: what the server stack itself costs per request.
                         ("GET /healthz (floor)", "/healthz"),
                     ]:
-                        console.log(f"{endpoint}, {workers} worker(s), {args.concurrency} connections")
-                        results.append(measure(proc, port, endpoint, path, workers, args))
-                finally:
-                    os.killpg(proc.pid, 15)
-                    proc.wait(30)
+                        console.log(f"{endpoint}, {workers} worker(s), loop {shown}, {args.concurrency} connections")
+                        results.append(measure(proc, port, endpoint, path, workers, shown, args))
         finally:
             stop.set()
             bg.join(30)
@@ -315,14 +348,15 @@ def main() -> None:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
 
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     table = Table(title=f"Control-plane read path: {os.cpu_count()} cores, Postgres, {args.concurrency} connections, "
-                        f"{args.write_hz:g} writes/s on a running run")
-    for col in ["endpoint", "workers", "requests", "errors", "req/s", "p50 ms", "p99 ms", "server CPU ms/req",
+                        f"{args.write_hz:g} writes/s on a running run; server {python}; load average {load}")
+    for col in ["endpoint", "workers", "loop", "requests", "errors", "req/s", "p50 ms", "p99 ms", "server CPU ms/req",
                 "req/s ≥ 500", "p99 < 50 ms"]:
         table.add_column(col, justify="left" if col == "endpoint" else "right")
     for m in results:
         table.add_row(
-            m.endpoint, str(m.workers), str(m.requests), str(m.errors), f"{m.rps:.0f}", f"{m.p50_ms:.1f}",
+            m.endpoint, str(m.workers), m.loop, str(m.requests), str(m.errors), f"{m.rps:.0f}", f"{m.p50_ms:.1f}",
             f"{m.p99_ms:.1f}", f"{m.cpu_ms_per_request:.2f}", "yes" if m.rps >= 500 else "no",
             "yes" if m.p99_ms < 50 else "no",
         )

@@ -20,22 +20,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _common import load_adapter, vllm
 from rich.console import Console
 from rich.table import Table
-from rollout_throughput import Shape, direct, load_adapter, make_adapter, matmul_limit
+from rollout_throughput import Shape, direct, make_adapter, matmul_limit
 
 from genenv.domains import get_domain
-from genenv.inference.launcher import LaunchError, wait_healthy
 from genenv.models.catalogue import CATALOGUE
 from genenv.models.prepare import prepare_model
 from genenv.settings import get_settings
@@ -64,22 +60,6 @@ class Measured:
     @property
     def of_limit(self) -> float:
         return (self.prompt_tokens + self.completion_tokens) / self.seconds / self.limit_tokens_per_s
-
-
-def serve(model_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """This checkout's server for ``model_dir``; waits until healthy."""
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--model", str(model_dir),
-             "--port", str(port)],
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=600)
-    except LaunchError as exc:
-        os.killpg(proc.pid, signal.SIGTERM)
-        raise SystemExit(f"{exc}; see {log}") from exc
-    return proc
 
 
 def prompts_for(domain_name: str, benchmarks: Path, count: int) -> list[list[dict[str, str]]]:
@@ -112,10 +92,9 @@ def main() -> None:
         adapter = make_adapter(model_dir, 16, tmp / f"adapter-{name}")
         console.log(f"{name}: limit {gflops:.0f} GFLOP/s → {limit:.0f} tokens/s; starting its server")
         started = time.monotonic()
-        proc = serve(model_dir, args.port, tmp / f"vllm-{name}.log")
-        startup[name] = time.monotonic() - started
-        url = f"http://127.0.0.1:{args.port}"
-        try:
+        with vllm(args.port, tmp / f"vllm-{name}.log", model=model_dir) as server:
+            startup[name] = time.monotonic() - started
+            url = server.url
             load_adapter(url, "bench-adapter", adapter)
             for domain_name, shape in SHAPES.items():
                 for with_adapter in (False, True):
@@ -125,9 +104,6 @@ def main() -> None:
                     rows.append(Measured(name, shape.name, with_adapter, n, p, c, s, limit))
                     console.log(f"{name} · {shape.name} · {'adapter' if with_adapter else 'base'}: "
                                 f"{n / s:.2f} rollouts/s")  # fmt: skip
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
 
     table = Table(title="vLLM throughput per base model (one run)")
     for col in ("model", "shape", "adapter", "rollouts/s", "gen tok/s", "prefill tok/s", "of limit"):

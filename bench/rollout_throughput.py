@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _common import ROOT, load_adapter, vllm
 from rich.console import Console
 from rich.table import Table
 
@@ -52,14 +53,12 @@ from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.domains import get_domain
-from genenv.inference.launcher import LaunchError, wait_healthy
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.models.prepare import resolve_model
 from genenv.settings import DatabaseSettings, InferenceSettings, get_settings
 from genenv_rollout.worker import rollout_epoch
 from genenv_simulator.generation import generate_tasks
 
-ROOT = Path(__file__).resolve().parents[1]
 # The commit before issue 11: its worker sends one request per attempt.
 DEFAULT_BASELINE_REV = "0b81221"
 
@@ -235,42 +234,6 @@ def make_adapter(model_dir: Path, rank: int, where: Path) -> Path:
     return where
 
 
-def load_adapter(url: str, name: str, path: Path) -> None:
-    r = httpx.post(f"{url}/v1/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)}, timeout=300)
-    if r.status_code >= 400 and "already" not in r.text:
-        raise SystemExit(f"cannot load adapter {name}: HTTP {r.status_code} {r.text[:300]}")
-
-
-# ---------------------------------------------------------------- servers
-
-
-def start_vllm(port: int, log_path: Path, *, tree: Path | None = None, env: dict[str, str] | None = None) -> Any:
-    """``genenv serve vllm --role both`` of this checkout (or of the worktree ``tree``); waits until healthy."""
-    full_env = {**os.environ, **(env or {})}
-    if tree is not None:
-        full_env["PYTHONPATH"] = f"{tree / 'shared'}{os.pathsep}{tree / 'services'}"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--port", str(port)],
-            env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree or ROOT,
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=600)
-    except LaunchError as exc:
-        stop_vllm(proc)
-        raise SystemExit(f"{exc}; see {log_path}") from exc
-    return proc
-
-
-def stop_vllm(proc: Any) -> None:
-    import contextlib
-    import signal
-
-    with contextlib.suppress(ProcessLookupError):  # it may have exited already
-        os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(60)
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -436,18 +399,11 @@ def main() -> None:
         if tree is not None:
             # The baseline's own launcher and server settings, without this checkout's vLLM plugin.
             console.log(f"starting the baseline's vLLM server ({args.baseline_rev})")
-            proc = start_vllm(args.port, tmp / "vllm-baseline.log", tree=tree,
-                              env={"GENENV_VLLM_GROUPED_LORA": "0"})
-            try:
+            with vllm(args.port, tmp / "vllm-baseline.log", tree=tree, env={"GENENV_VLLM_GROUPED_LORA": "0"}):
                 asyncio.run(baseline_rows())
-            finally:
-                stop_vllm(proc)
         console.log("starting this checkout's vLLM server")
-        proc = start_vllm(args.port, tmp / "vllm.log")
-        try:
+        with vllm(args.port, tmp / "vllm.log"):
             asyncio.run(current_rows())
-        finally:
-            stop_vllm(proc)
 
     order = {shape.name: i for i, shape in enumerate(shapes)}
     rows.sort(key=lambda r: (order.get(r.shape, len(order)), next(i for i, p in enumerate(ROW_ORDER)

@@ -35,27 +35,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common import load_adapter, vllm
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 from sqlalchemy import select
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from rollout_throughput import load_adapter, start_vllm, stop_vllm  # noqa: E402
-
-from genenv.contracts.runs import RunConfig  # noqa: E402
-from genenv.contracts.tasks import Seed  # noqa: E402
-from genenv.db.engine import make_engine, make_session_factory, session_scope  # noqa: E402
-from genenv.db.models import AdapterRow, RunRow, SeedRow, TaskRow  # noqa: E402
-from genenv.devstack import free_port  # noqa: E402
-from genenv.domains import get_domain  # noqa: E402
-from genenv.domains.base import Domain, TaskRejected  # noqa: E402
-from genenv.experiments.stats import bootstrap_mean_ci  # noqa: E402
-from genenv.inference.openai_client import OpenAIBackend  # noqa: E402
-from genenv.settings import get_settings  # noqa: E402
-from genenv_simulator.generation import extract_json  # noqa: E402
+from genenv.contracts.runs import RunConfig
+from genenv.contracts.tasks import Seed
+from genenv.db.engine import make_engine, make_session_factory, session_scope
+from genenv.db.models import AdapterRow, RunRow, SeedRow, TaskRow
+from genenv.devstack import free_port
+from genenv.domains import get_domain
+from genenv.domains.base import Domain, TaskRejected
+from genenv.experiments.stats import mean_ci
+from genenv.inference.base import SamplingParams
+from genenv.inference.openai_client import OpenAIBackend
+from genenv.settings import get_settings
+from genenv_simulator.generation import extract_json
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -117,15 +114,15 @@ async def probe_version(
     async def one(messages: list[dict[str, Any]]) -> PromptResult:
         result = PromptResult(samples=samples)
         completions = await backend.chat_many(
-            messages, samples, adapter=adapter, temperature=config.simulator_temperature,
-            max_tokens=config.max_task_tokens, json_schema=schema,
+            messages, samples, adapter=adapter, sampling=SamplingParams(
+                temperature=config.simulator_temperature, max_tokens=config.max_task_tokens, json_schema=schema),
         )
         payloads = [p for c in completions if (p := _payload(domain, c.text, c.finish_reason)) is not None]
         result.valid = len(payloads)
         for payload in payloads:
             replies = await backend.chat_many(
                 domain.agent_messages(payload), attempts, adapter=None,
-                temperature=config.rollout_temperature, max_tokens=config.max_response_tokens,
+                sampling=SamplingParams(temperature=config.rollout_temperature, max_tokens=config.max_response_tokens),
             )
             verdicts = [domain.verify(payload, r.text, config.curriculum.success_threshold) for r in replies]
             scored = [v for v in verdicts if v.valid]
@@ -142,12 +139,12 @@ def _ci(values: list[float]) -> str:
         return "—"
     if len(values) == 1:
         return f"{values[0]:.3f}"
-    iv = bootstrap_mean_ci(values)
+    iv = mean_ci(values)
     return f"{iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
 
 
 def summarise(config: RunConfig, domain: Domain, version: str, results: list[PromptResult]) -> dict[str, Any]:
-    """Per-prompt means, then a bootstrap interval over prompts (the prompts are the independent units)."""
+    """Per-prompt means, then a t interval over prompts (the prompts are the independent units)."""
     alpha, k_min = config.curriculum.alpha, config.curriculum.k_min
     with_tasks = [r for r in results if r.p_hats]
     row: dict[str, Any] = {
@@ -208,17 +205,12 @@ def main() -> None:
     if args.home is not None:
         args.db = f"sqlite:///{(args.home / 'genenv.db').resolve()}"
     started = time.monotonic()
-    proc = None
-    url = args.url
-    if url is None:
+    if args.url is not None:
+        rows, steering = asyncio.run(run_probe(args, args.url))
+    else:
         port = free_port()
-        proc = start_vllm(port, Path(f"/tmp/simulator-shift-vllm-{port}.log"))
-        url = f"http://127.0.0.1:{port}"
-    try:
-        rows, steering = asyncio.run(run_probe(args, url))
-    finally:
-        if proc is not None:
-            stop_vllm(proc)
+        with vllm(port, Path(f"/tmp/simulator-shift-vllm-{port}.log")) as server:
+            rows, steering = asyncio.run(run_probe(args, server.url))
     sizes = f"{args.prompts} prompts × {args.samples} samples, base agent × {args.attempts} attempts"
     for title, data in (
         (f"simulator versions on fixed first-epoch prompts · run {args.run} · {sizes}", rows),

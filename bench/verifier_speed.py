@@ -27,37 +27,39 @@ import http.client
 import json
 import os
 import random
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+from _common import ROOT, load_file, serving
 from rich.console import Console
 from rich.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "checkers"))
-from bfcl_cases import Case, gold_cases, load_tasks, perturbations
 
 from genenv.checkers.bfcl_reference import REFERENCE_MODEL_NAME, load_official
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import Verdict
-from genenv.domains.function_calling import DOMAIN, compiled
+from genenv.devstack import free_port
+from genenv.domains.function_calling import DOMAIN, bfcl_dir, compiled
+from genenv.inference.launcher import Started
+from genenv.settings import get_settings
+
+# The gold answers and perturbations of the checker tests: a helper of the test tree, loaded from its file.
+_cases = load_file(ROOT / "tests" / "unit" / "checkers" / "bfcl_cases.py")
+Case, gold_cases, load_tasks, perturbations = _cases.Case, _cases.gold_cases, _cases.load_tasks, _cases.perturbations
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 
 
-def build_cases(bfcl_dir: Path, per_task: int, seed: int) -> list[Case]:
+def build_cases(bfcl_folder: Path, per_task: int, seed: int) -> list[Case]:
     """Gold answer + (per_task - 1) perturbations of every task."""
     rng = random.Random(seed)
     cases: list[Case] = []
-    for task in load_tasks(bfcl_dir, CATEGORIES):
+    for task in load_tasks(bfcl_folder, CATEGORIES):
         task = {**task, "messages": []}
         gold = next(iter(gold_cases([task])), None)
         extra = list(perturbations(task, rng))
@@ -84,36 +86,18 @@ def timed(fn: Callable[[], Any], server_pid: int | None = None) -> tuple[float, 
     return wall, cpu, out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_service(benchmarks: Path, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+@contextmanager
+def verifier(benchmarks: Path, workdir: Path) -> Iterator[Started]:
+    """This checkout's verifier service on a free port for the ``with`` block."""
     env = {
         **os.environ,
         "GENENV_DATABASE__URL": f"sqlite:///{workdir / 'bench.db'}",
         "GENENV_PATHS__BENCHMARKS": str(benchmarks),
         "GENENV_LOGGING__LEVEL": "WARNING",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "genenv.cli.main", "serve", "verifier", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("verifier service did not start")
+    with serving(["serve", "verifier"], free_port(), workdir / "verifier.log", path="/healthz", timeout_s=60,
+                 poll_s=0.2, env=env) as started:
+        yield started
 
 
 def post_all(port: int, bodies: list[bytes], in_flight: int) -> list[dict[str, Any]]:
@@ -142,7 +126,8 @@ def post_all(port: int, bodies: list[bytes], in_flight: int) -> list[dict[str, A
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--benchmarks", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
+        "--benchmarks", type=Path, default=get_settings().paths.benchmarks,
+        help="Benchmarks folder (default: settings paths.benchmarks); BFCL falls back to the bfcl-eval package's data.",
     )
     parser.add_argument("--per-task", type=int, default=4, help="Responses per task (gold + perturbations).")
     parser.add_argument("--rounds", type=int, default=6)
@@ -151,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
 
     official = load_official()
-    cases = build_cases(args.benchmarks / "bfcl", args.per_task, args.seed)
+    cases = build_cases(bfcl_dir(args.benchmarks), args.per_task, args.seed)
     decoded = [[Call(next(iter(c)), next(iter(c.values()))) for c in case.calls or []] for case in cases]
     n = len(cases)
 
@@ -182,26 +167,21 @@ def main() -> None:
     best: dict[str, float] = {}
     best_cpu: dict[str, float] = {}
     outputs: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_service(args.benchmarks, Path(tmp))
-        try:
-            port = int(url.rsplit(":", 1)[1])
-            post_all(port, bodies[:2], 2)  # warm-up: imports, first compiles, both connections
-            for _ in range(args.rounds):
-                for name, fn in (
-                    ("official · decoded", official_decoded),
-                    ("ours · decoded", ours_decoded),
-                    ("official · text", official_text),
-                    ("ours · text", ours_text),
-                    ("service · HTTP", lambda: post_all(port, bodies, 2)),
-                ):
-                    seconds, cpu, out = timed(fn, proc.pid if name.startswith("service") else None)
-                    best[name] = min(best.get(name, float("inf")), seconds)
-                    best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
-                    outputs[name] = out
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    with tempfile.TemporaryDirectory() as tmp, verifier(args.benchmarks, Path(tmp)) as service:
+        proc, port = service.proc, service.port
+        post_all(port, bodies[:2], 2)  # warm-up: imports, first compiles, both connections
+        for _ in range(args.rounds):
+            for name, fn in (
+                ("official · decoded", official_decoded),
+                ("ours · decoded", ours_decoded),
+                ("official · text", official_text),
+                ("ours · text", ours_text),
+                ("service · HTTP", lambda: post_all(port, bodies, 2)),
+            ):
+                seconds, cpu, out = timed(fn, proc.pid if name.startswith("service") else None)
+                best[name] = min(best.get(name, float("inf")), seconds)
+                best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
+                outputs[name] = out
 
     reference = outputs["official · text"]
     in_process = [v.model_dump(mode="json") for v in outputs["ours · text"]]

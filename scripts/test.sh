@@ -11,6 +11,13 @@ bash scripts/services.sh
 command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 # shellcheck disable=SC1091
 source .venv/bin/activate
+# Development and CI only: the complete benchmark data beside the checkout runs the full_data tests. A user's clone
+# has none; those tests then look in the default folder (`genenv data fetch`) and skip, naming the setting.
+if [ -z "${GENENV_PATHS__BENCHMARKS:-}" ] && [ -d ../shared/benchmarks ]; then
+  GENENV_PATHS__BENCHMARKS="$(cd ../shared/benchmarks && pwd)"
+  export GENENV_PATHS__BENCHMARKS
+  echo "benchmark data: $GENENV_PATHS__BENCHMARKS"
+fi
 echo "== ruff"; ruff check shared services tests bench
 echo "== mypy"; mypy
 echo "== deployment checks"; bash .ci/deploy_checks.sh

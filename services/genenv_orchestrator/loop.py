@@ -7,18 +7,20 @@ import hashlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, text
+from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochPhase, next_phase
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RunRow
-from genenv.db.repositories import experiments
+from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
@@ -73,17 +75,28 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def advance(ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback | None = None) -> str:
-    """Run phases until the run waits on a worker, stops being 'running', or completes. Returns the outcome."""
+async def advance(
+    ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback | None = None, token: str | None = None
+) -> str:
+    """Run phases until the run waits on a worker, stops being 'running', or completes. Returns the outcome.
+
+    ``token``: the chain token of a scheduled advance message (None for a start, a resume, a worker's start-up or the
+    watchdog); a message whose token is no longer the run's was superseded by a later one and does nothing, so a
+    duplicated message (a redelivery, a re-enqueue while the chain was alive) never forks a second polling chain.
+    """
     notify = on_phase or (lambda *_: None)
     async with run_lock(ctx.session_factory, run_id) as got:
         if not got:
             return "busy"
+        first = True
         while True:
             with session_scope(ctx.session_factory) as s:
                 run = s.get(RunRow, run_id)
                 if run is None:
                     return "missing"
+                if first and token is not None and run.advance_token != token:
+                    return "superseded"
+                first = False
                 if run.status != RunStatus.RUNNING.value:
                     return run.status
                 view = RunView(id=run.id, config=RunConfig.model_validate(run.config))
@@ -99,6 +112,10 @@ async def advance(ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback
                 if delay:  # fault injection: widen the window in which a crash test kills this process
                     await asyncio.sleep(delay)
                 if phase is EpochPhase.CLOSE:
+                    # An epoch ends with its newest adapters served, whatever restarted since PUBLISH (a run that
+                    # completes leaves them loaded; cheap: one list call per role when nothing changed).
+                    for role in Role:
+                        await ctx.publisher.ensure_latest(run_id, role)
                     outcome = _close(ctx, run_id, epoch)
                     notify(run_id, epoch, phase, "done")
                     if outcome != RunStatus.RUNNING.value:
@@ -122,13 +139,13 @@ async def advance(ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback
                 # Exponential backoff: a restarting service gets time to come back before the retries run out.
                 backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (failures - 1))
                 if not ctx.dispatcher.inline:
-                    await ctx.dispatcher.advance_later(run_id, backoff)
+                    await _schedule(ctx, run_id, backoff)
                     return "retry"
                 await asyncio.sleep(backoff)
                 continue
             if result is PhaseResult.WAITING:
                 notify(run_id, epoch, phase, "waiting")
-                await ctx.dispatcher.advance_later(run_id, ctx.poll_interval_s)
+                await _schedule(ctx, run_id, ctx.poll_interval_s)
                 return "waiting"
             _finish_phase(ctx, run_id, epoch, phase)
             notify(run_id, epoch, phase, "done")
@@ -157,7 +174,51 @@ async def _chain_experiment(ctx: OrchestratorContext, run_id: str) -> None:
         following = experiments.start_next_member(s, run_id)
     if following is not None:
         log.info("run %s finished; started the next member %s of its experiment", run_id, following)
-        await ctx.dispatcher.advance_later(following, 0.0)
+        await _schedule(ctx, following, 0.0)
+
+
+async def _schedule(ctx: OrchestratorContext, run_id: str, delay_s: float) -> None:
+    """Queue the run's next advance as its one live chain: a fresh token and the due time are stored first, then the
+    message carrying that token is sent (the embedded driver loops itself: nothing to queue)."""
+    if ctx.dispatcher.inline:
+        return
+    token = uuid.uuid4().hex
+    with session_scope(ctx.session_factory) as s:
+        s.execute(
+            update(RunRow).where(RunRow.id == run_id)
+            # Polling is not a change of the run: updated_at keeps its value.
+            .values(advance_token=token, advance_due_at=_now() + timedelta(seconds=delay_s),
+                    updated_at=RunRow.updated_at)
+            .execution_options(synchronize_session=False)
+        )
+    await ctx.dispatcher.advance_later(run_id, delay_s, token)
+
+
+def overdue_runs(factory: sessionmaker[Session], grace_s: float) -> list[str]:
+    """Running runs whose next advance is more than ``grace_s`` overdue and that no advancer holds: their chain's
+    message was lost (a broker restart drops the countdown messages a worker held; a failed advance whose database
+    was down could not schedule the next). Their due time moves ``grace_s`` ahead, so the next sweep leaves the
+    message the caller sends now its chance. Postgres only (the embedded mode's driver loops in the foreground)."""
+    engine = factory.kw["bind"]
+    if engine.dialect.name != "postgresql":
+        return []
+    now = _now()
+    cutoff = now - timedelta(seconds=grace_s)
+    with session_scope(factory) as s:
+        candidates = list(s.scalars(select(RunRow.id).where(
+            RunRow.status == RunStatus.RUNNING.value,
+            or_(RunRow.advance_due_at < cutoff, and_(RunRow.advance_due_at.is_(None), RunRow.updated_at < cutoff)),
+        )))
+        overdue = []
+        for run_id in candidates:
+            # An advancer at work holds the run's advisory lock (a long phase: its next message is not due yet).
+            if s.scalar(select(func.pg_try_advisory_xact_lock(_lock_key(run_id)))):
+                overdue.append(run_id)
+        if overdue:
+            s.execute(update(RunRow).where(RunRow.id.in_(overdue))
+                      .values(advance_due_at=now + timedelta(seconds=grace_s), updated_at=RunRow.updated_at)
+                      .execution_options(synchronize_session=False))
+        return overdue
 
 
 def _count_failure(ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase) -> int:
@@ -171,17 +232,24 @@ def _count_failure(ctx: OrchestratorContext, run_id: str, epoch: int, phase: Epo
 
 def _fail(ctx: OrchestratorContext, run_id: str, message: str) -> None:
     with session_scope(ctx.session_factory) as s:
-        run = s.get(RunRow, run_id)
+        run = s.get(RunRow, run_id, with_for_update=True)
+        # A run the user paused or cancelled meanwhile keeps the user's status; the failure stays in the logs.
         if run is not None and run.status == RunStatus.RUNNING.value:
-            run.status = RunStatus.FAILED.value
-            run.error = message[:4000]
+            runs.move(s, run, RunStatus.FAILED, error=message[:4000])
 
 
 def _close(ctx: OrchestratorContext, run_id: str, epoch: int) -> str:
-    """Store the epoch summary, then open the next epoch or complete the run (one transaction)."""
+    """Store the epoch summary, then open the next epoch or complete the run (one transaction).
+
+    Only a running run is closed: a pause or cancel that committed after the loop read the status (the row lock
+    orders the two) leaves the epoch waiting in CLOSE — a resumed run closes it then, a cancelled one never does.
+    """
     with session_scope(ctx.session_factory) as s:
         run = s.get(RunRow, run_id, with_for_update=True)
-        assert run is not None
+        if run is None:
+            return "missing"
+        if run.status != RunStatus.RUNNING.value:
+            return run.status
         row = q.get_or_create_epoch(s, run_id, epoch)
         if row.phase != EpochPhase.CLOSE.value:
             return run.status
@@ -202,7 +270,7 @@ def _close(ctx: OrchestratorContext, run_id: str, epoch: int) -> str:
             q.get_or_create_epoch(s, run_id, epoch + 1)
             run.current_epoch = epoch + 1
         else:
-            run.status = RunStatus.COMPLETED.value
+            runs.move(s, run, RunStatus.COMPLETED)
         return run.status
 
 

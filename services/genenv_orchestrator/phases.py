@@ -19,6 +19,7 @@ from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskS
 from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, VerdictRow
 from genenv.db.repositories import adapters, rollouts, train_jobs
+from genenv.lifecycle import JOB_FINISHED
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.seeds import epoch_seeds
@@ -108,16 +109,17 @@ async def rollout(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseRe
         have = rollouts.count_epoch_rollouts(s, run.id, epoch)
         job = train_jobs.create_or_get_job(s, run.id, epoch, JobKind.ROLLOUT)
         if have >= expected:
-            job.status = JobStatus.DONE.value
-            job.metrics = {**job.metrics, "rollouts": have}
+            train_jobs.complete(s, job, rollouts=have)
             return PhaseResult.DONE
         if ctx.dispatcher.inline:
-            job.status = JobStatus.RUNNING.value
-            job.attempts += 1
+            train_jobs.dispatched(s, job, _now())
     if ctx.dispatcher.inline:
         await ctx.dispatcher.rollout(run.id, epoch)
         with session_scope(ctx.session_factory) as s:
             have = rollouts.count_epoch_rollouts(s, run.id, epoch)
+            if have >= expected:  # done as in the distributed path (an embedded run left it 'running' for good)
+                train_jobs.complete(s, train_jobs.create_or_get_job(s, run.id, epoch, JobKind.ROLLOUT),
+                                    rollouts=have)
         if have < expected:
             raise RuntimeError(f"rollout stored {have} of {expected} attempts")
         return PhaseResult.DONE
@@ -142,10 +144,7 @@ async def _watch_job(
         dispatched = _aware(job.dispatched_at)
         beat = _aware(job.heartbeat_at) or dispatched
         if dispatched is None or (beat is not None and now - beat > stall and now - dispatched > stall):
-            job.dispatched_at = now
-            job.heartbeat_at = now
-            job.status = JobStatus.RUNNING.value
-            job.attempts += 1
+            train_jobs.dispatched(s, job, now)
             send = True
     if send:
         await dispatch()
@@ -198,16 +197,20 @@ async def score(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
 
 
 def _train_kinds(cfg: RunConfig) -> list[JobKind]:
-    return [JobKind.TRAIN_AGENT, *([JobKind.TRAIN_SIMULATOR] if cfg.trains_simulator else [])]
+    # A frozen agent (agent.train = false) gets no job at all, so it never gets an adapter: rollouts stay the base's.
+    return [*([JobKind.TRAIN_AGENT] if cfg.agent.train else []),
+            *([JobKind.TRAIN_SIMULATOR] if cfg.trains_simulator else [])]
 
 
 async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
     """train_agent (GRPO) and, in genenv mode, train_simulator (RWR), in parallel on the gpu queue."""
     kinds = _train_kinds(run.config)
+    if not kinds:
+        return PhaseResult.DONE
     with session_scope(ctx.session_factory) as s:
         jobs = {k: train_jobs.create_or_get_job(s, run.id, epoch, k) for k in kinds}
         state = {k: (j.id, JobStatus(j.status), j.error) for k, j in jobs.items()}
-    finished = {JobStatus.DONE, JobStatus.SKIPPED}
+    finished = JOB_FINISHED
     for kind, (_, status, error) in state.items():
         if status is JobStatus.FAILED:
             raise PhaseFailedError(f"{kind.value} failed: {error}")
@@ -246,7 +249,7 @@ def _all_finished(ctx: OrchestratorContext, run_id: str, epoch: int, kinds: list
         statuses = [JobStatus(train_jobs.create_or_get_job(s, run_id, epoch, k).status) for k in kinds]
     if JobStatus.FAILED in statuses:
         raise PhaseFailedError("a training job failed")
-    return all(st in (JobStatus.DONE, JobStatus.SKIPPED) for st in statuses)
+    return all(st in JOB_FINISHED for st in statuses)
 
 
 async def publish(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
@@ -272,6 +275,10 @@ async def evaluate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseR
         agent = q.latest_adapter_name(s, run.id, Role.AGENT)
         done = set(s.scalars(select(EvaluationRow.benchmark).where(
             EvaluationRow.run_id == run.id, EvaluationRow.epoch == epoch)))
+    if agent is not None and set(cfg.eval_benchmarks) - done:
+        # A model server restarted since PUBLISH has forgotten the adapter: every item would be scored against a
+        # 404 instead of the agent.
+        await ctx.publisher.ensure_latest(run.id, Role.AGENT)
     for name in cfg.eval_benchmarks:
         if name not in done:
             await ctx.verifier.evaluate(name, adapter=agent, split=cfg.eval_splits.get(name), limit=cfg.eval_limit,

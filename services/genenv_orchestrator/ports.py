@@ -54,8 +54,9 @@ class Dispatcher(Protocol):
         """Run or enqueue one training job."""
         ...
 
-    async def advance_later(self, run_id: str, delay_s: float) -> None:
-        """Schedule another advance of the run (distributed mode polls while workers run)."""
+    async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
+        """Schedule another advance of the run carrying the chain ``token`` (distributed mode polls while workers
+        run)."""
         ...
 
 

@@ -8,17 +8,18 @@ statistics the simulator's prompt will show for it (genenv.curriculum.context).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from genenv.contracts.runs import RunConfig
+from genenv.contracts.runs import RunConfig, SeedSampling
 from genenv.contracts.tasks import Seed
 from genenv.curriculum.context import RecentBatch, choose_context
 from genenv.db.models import SeedRow
-from genenv.db.repositories import ledger
-from genenv.domains import get_domain
+from genenv.db.repositories import domains, ledger
 
 
 def epoch_seeds(
@@ -32,11 +33,12 @@ def epoch_seeds(
     )
     if stored:
         return stored
-    domain = get_domain(config.domain)
+    domain = domains.resolve(session, config.domain)
     pool = domain.load_seeds(benchmarks_dir, "train")
-    chosen = sample_seeds(pool, config.seeds_per_epoch, config.random_seed, epoch)
+    chosen = sample_seeds(pool, config.seeds_per_epoch, config.random_seed, epoch, strategy=config.seed_sampling,
+                          group_of=domain.difficulty_group)
     context = {}
-    if config.uses_simulator and epoch > 0:
+    if config.uses_simulator and epoch > 0 and config.curriculum.prompt_stats:
         first = max(0, epoch - config.curriculum.stats_window_epochs)
         recent = [RecentBatch(sid, domain.difficulty_group(payload), k, n)
                   for sid, payload, k, n in ledger.recent_seed_batches(session, run_id, first, epoch - 1)]
@@ -52,9 +54,34 @@ def epoch_seeds(
     return rows
 
 
-def sample_seeds(pool: list[Seed], k: int, random_seed: int, epoch: int) -> list[Seed]:
-    """k seeds without replacement, reproducible from (random_seed, epoch)."""
+def sample_seeds(
+    pool: list[Seed],
+    k: int,
+    random_seed: int,
+    epoch: int,
+    *,
+    strategy: SeedSampling = SeedSampling.UNIFORM,
+    group_of: Callable[[dict[str, Any]], str | None] | None = None,
+) -> list[Seed]:
+    """k seeds without replacement, reproducible from (random_seed, epoch).
+
+    stratified: k // groups from every difficulty group (``group_of`` on the payload), the remainder from groups
+    drawn at random; a group with too few seeds gives all it has and the others make up the difference.
+    """
     if not pool:
         raise ValueError("the domain's training split has no seeds")
     rng = random.Random(f"{random_seed}:{epoch}")
-    return rng.sample(pool, min(k, len(pool)))
+    if strategy is SeedSampling.UNIFORM or group_of is None:
+        return rng.sample(pool, min(k, len(pool)))
+    groups: dict[str, list[Seed]] = {}
+    for seed in pool:
+        groups.setdefault(str(group_of(seed.payload)), []).append(seed)
+    queues = [rng.sample(members, len(members)) for _, members in sorted(groups.items())]
+    chosen: list[Seed] = []
+    # Round-robin in a random group order per round: equal shares, and the remainder lands on random groups.
+    while len(chosen) < min(k, len(pool)):
+        order = [q for q in queues if q]
+        rng.shuffle(order)
+        for q in order[: min(k, len(pool)) - len(chosen)]:
+            chosen.append(q.pop())
+    return chosen

@@ -10,7 +10,7 @@ from genenv.contracts.adapters import Role
 from genenv.db.engine import ProcessDatabase
 from genenv.inference.factory import build_adapter_servers, build_backend
 from genenv.inference.publisher import AdapterPublisher, VLLMAdapterServer
-from genenv.queue import TASK_ROLLOUT_EPOCH, make_celery
+from genenv.queue import QUEUE_ROLLOUTS, TASK_ROLLOUT_EPOCH, make_celery, worker_identity
 from genenv.settings import GenEnvSettings, get_settings
 from genenv_rollout.worker import rollout_epoch
 
@@ -22,7 +22,7 @@ async def _run(settings: GenEnvSettings, db: ProcessDatabase, run_id: str, epoch
     publisher = AdapterPublisher(db.sessions(), servers, settings.inference.keep_adapter_versions)
     try:
         result = await rollout_epoch(db.sessions(), backend, run_id, epoch, publisher=publisher,
-                                     storage=settings.rollout)
+                                     storage=settings.rollout, worker=worker_identity(settings))
     finally:
         await backend.aclose()
         for server in set(servers.values()):
@@ -34,12 +34,13 @@ async def _run(settings: GenEnvSettings, db: ProcessDatabase, run_id: str, epoch
 def create_celery(settings: GenEnvSettings | None = None) -> Any:
     """A Celery app with the rollout task registered (``genenv worker rollout`` runs it)."""
     settings = settings or get_settings()
-    app = make_celery(settings, "genenv-rollout")
+    app = make_celery(settings, "genenv-rollout", queue=QUEUE_ROLLOUTS)
     db = ProcessDatabase(settings.database)
 
     @app.task(name=TASK_ROLLOUT_EPOCH, acks_late=True)  # type: ignore[untyped-decorator]
     def rollout_epoch_task(run_id: str, epoch: int) -> dict[str, Any]:
-        """Roll out (run, epoch); safe to redeliver (stored attempts are skipped)."""
+        """Roll out (run, epoch); safe to redeliver: a delivery claims the job first, so a redelivered message
+        finds a live delivery's claim and exits, or a finished job and exits; stored attempts are skipped."""
         return asyncio.run(_run(settings, db, run_id, epoch))
 
     return app

@@ -6,20 +6,24 @@ sampling log-probs.
 
 ``rollout_epoch`` is plain async code; the Celery task wraps it and the embedded mode calls it directly.
 Idempotent: attempts already stored are skipped, and the (task, attempt) unique key drops any duplicate a
-concurrent worker might write.
+concurrent worker might write. A Celery delivery (``worker`` given) first claims the epoch's rollout job: a
+redelivered message (Redis's visibility timeout) that finds a live delivery's claim exits before it publishes or
+generates anything, and a delivery whose claim was taken over (it was presumed dead) stops generating.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from genenv.contracts.adapters import Role, adapter_name
+from genenv.contracts.adapters import JobKind, Role, adapter_name
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.db.engine import session_scope
@@ -30,10 +34,14 @@ from genenv.db.repositories import rollouts as rollout_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.db.repositories import train_jobs
 from genenv.db.repositories.rollouts import NewRollout
-from genenv.domains import get_domain
-from genenv.inference.base import InferenceBackend
+from genenv.db.repositories.train_jobs import ClaimOutcome
+from genenv.domains import REGISTRY
+from genenv.inference.base import InferenceBackend, SamplingParams
 from genenv.inference.publisher import AdapterPublisher
+from genenv.lifecycle import RUN_FINISHED
 from genenv.settings import RolloutSettings
+
+log = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_RETRIES = 2
 RETRY_BACKOFF_S = 0.5
@@ -53,6 +61,7 @@ class RolloutEpochResult:
     errors: int
     completion_tokens: int
     seconds: float
+    outcome: str = "claimed"
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,8 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
         if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
         config = RunConfig.model_validate(run.config)
-        # A cancelled run gets no more attempts (a redelivered or late job does nothing).
-        tasks = [] if run.status == RunStatus.CANCELLED.value else task_repo.valid_tasks(session, run_id, epoch)
+        # A cancelled (or failed) run gets no more attempts (a redelivered or late job does nothing).
+        tasks = [] if RunStatus(run.status) in RUN_FINISHED else task_repo.valid_tasks(session, run_id, epoch)
         done = rollout_repo.stored_attempts(session, [t.id for t in tasks])
         latest = adapter_repo.latest_adapter(session, run_id, Role.AGENT)
         adapter = adapter_name(run_id, Role.AGENT, latest.version) if latest is not None else None
@@ -83,7 +92,8 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
             if not missing:
                 continue
             try:
-                prompt: list[dict[str, Any]] | str = get_domain(task.domain).agent_messages(task.payload or {})
+                payload = task.payload or {}
+                prompt: list[dict[str, Any]] | str = REGISTRY.for_task(task.domain, payload).agent_messages(payload)
             except Exception as exc:  # a bad stored task is that task's error, not the batch's
                 prompt = f"cannot render the agent prompt: {exc!r}"
             jobs.append((task.id, missing, prompt))
@@ -111,10 +121,9 @@ async def _attempts(
             samples = await backend.chat_many(
                 prompt,
                 len(attempts),
+                sampling=SamplingParams(temperature=plan.config.rollout_temperature,
+                                        max_tokens=plan.config.max_response_tokens, logprobs=True),
                 adapter=plan.adapter,
-                temperature=plan.config.rollout_temperature,
-                max_tokens=plan.config.max_response_tokens,
-                logprobs=True,
             )
         except Exception as exc:  # InferenceError or anything else: bounded retries, then error rows
             if retries >= request_retries:
@@ -141,7 +150,7 @@ async def _attempts(
 def _cancelled(session_factory: sessionmaker[Session], run_id: str) -> bool:
     with session_scope(session_factory) as session:
         run = session.get(RunRow, run_id)
-        return run is None or run.status == RunStatus.CANCELLED.value
+        return run is None or RunStatus(run.status) in RUN_FINISHED
 
 
 def _write(session_factory: sessionmaker[Session], batch: Sequence[NewRollout]) -> int:
@@ -158,18 +167,42 @@ async def rollout_epoch(
     request_retries: int = DEFAULT_REQUEST_RETRIES,
     publisher: AdapterPublisher | None = None,
     storage: RolloutSettings | None = None,
+    worker: str | None = None,
 ) -> RolloutEpochResult:
-    """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure."""
+    """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure.
+
+    With ``worker`` (a Celery delivery) the job is claimed first; a finished job or one another live delivery
+    holds returns at once with nothing done (``outcome`` says which). Without (the embedded mode, whose run lock
+    already admits one advancer) nothing is claimed.
+    """
     storage = storage or RolloutSettings()
+    token: str | None = None
+    with session_scope(session_factory) as session:
+        if worker is None:
+            job_id = train_jobs.create_or_get_job(session, run_id, epoch, JobKind.ROLLOUT).id
+        else:
+            claim = train_jobs.claim_rollout(session, run_id, epoch, worker=worker, lease_s=storage.lease_s)
+            job_id, token = claim.job.id, claim.token
+            if claim.outcome is not ClaimOutcome.CLAIMED:
+                log.info("rollout %s/%d not run: %s", run_id, epoch, claim.outcome.value)
+                return RolloutEpochResult(run_id, epoch, None, 0, 0, 0, 0, 0, 0, 0.0, outcome=claim.outcome.value)
 
     def beat() -> bool:
         with session_scope(session_factory) as session:
-            train_jobs.beat_rollout_job(session, run_id, epoch)
-        return True
+            return train_jobs.beat_rollout(session, job_id, token)
 
     # Beat while working (a slow batch is not a dead worker), so the orchestrator's stall timeout can be short.
-    with Heartbeat(beat, storage.heartbeat_s, name=f"rollout {run_id}/{epoch}"):
-        return await _rollout_epoch(session_factory, backend, run_id, epoch, request_retries, publisher, storage)
+    try:
+        with Heartbeat(beat, storage.heartbeat_s, name=f"rollout {run_id}/{epoch}") as heart:
+            return await _rollout_epoch(session_factory, backend, run_id, epoch, request_retries, publisher, storage,
+                                        heart)
+    finally:
+        if token is not None:
+            try:
+                with session_scope(session_factory) as session:
+                    train_jobs.release_claim(session, job_id, token)
+            except (OperationalError, InterfaceError):  # the database is down: the claim expires by itself
+                log.warning("rollout %s/%d: could not release the claim", run_id, epoch, exc_info=True)
 
 
 async def _rollout_epoch(
@@ -180,6 +213,7 @@ async def _rollout_epoch(
     request_retries: int,
     publisher: AdapterPublisher | None,
     storage: RolloutSettings,
+    heart: Heartbeat,
 ) -> RolloutEpochResult:
     start = time.perf_counter()
     if publisher is not None:
@@ -206,8 +240,9 @@ async def _rollout_epoch(
             if storage.write_delay_s:  # fault injection: lets a crash test kill the worker mid-phase
                 await writes[-1]
                 await asyncio.sleep(storage.write_delay_s)
-            if await asyncio.to_thread(_cancelled, session_factory, run_id):
-                # Cancel stops in-flight work: drop the attempts not yet answered (what is done is kept).
+            if heart.lost.is_set() or await asyncio.to_thread(_cancelled, session_factory, run_id):
+                # Cancel stops in-flight work, and so does a claim taken over by another delivery (this worker was
+                # presumed dead): drop the attempts not yet answered (what is done is kept).
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)

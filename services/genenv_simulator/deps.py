@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.errors import GenEnvError, NotFoundError
 from genenv.contracts.tasks import Seed
 from genenv.db.engine import make_engine, make_session_factory
-from genenv.domains import UnknownDomainError, get_domain
+from genenv.db.repositories import domains
+from genenv.domains import REGISTRY, UnknownDomainError, get_domain
 from genenv.domains.base import Domain
 from genenv.inference.base import InferenceBackend
 from genenv.inference.factory import build_backend
@@ -57,11 +59,23 @@ class SimulatorResources:
         )
 
     def domain(self, name: str) -> Domain:
-        """The domain plug-in, or a 400 naming the known ones."""
+        """The domain (built-in, plug-in, or data-defined from the database), or a 400 naming the known ones."""
         try:
             return get_domain(name)
         except UnknownDomainError as exc:
-            raise GenEnvError(str(exc.args[0]), param="domain", code="unknown_domain") from None
+            if "unavailable" in str(exc):
+                raise GenEnvError(str(exc), param="domain", code="unknown_domain") from None
+        with self.sessions() as session:
+            try:
+                return domains.resolve(session, name)
+            except NotFoundError as exc:
+                raise GenEnvError(exc.message, param="domain", code="unknown_domain") from None
+            except SQLAlchemyError:
+                # A standalone simulator may run without a migrated database: then only static domains exist.
+                raise GenEnvError(
+                    f"unknown domain {name!r}; choose from {REGISTRY.names()} (data-defined domains need "
+                    "GENENV_DATABASE__URL pointing at the database they were registered in)",
+                    param="domain", code="unknown_domain") from None
 
     def train_seed(self, domain: Domain, seed_id: str) -> Seed:
         """A seed of the domain's TRAIN split by id (evaluation items are never seeds: 404)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from genenv.contracts.tasks import GeneratedTask, GenerateRequest, RejectionReason, Seed, TaskStatus
 from genenv.domains.base import Domain, TaskRejected
-from genenv.inference.base import Completion, InferenceBackend, InferenceError
+from genenv.inference.base import Completion, InferenceBackend, InferenceError, SamplingParams
 
 MAX_JSON_STARTS = 64
 """How many '{' positions the extractor tries (bounds the work on adversarial output)."""
@@ -90,10 +90,8 @@ async def _generate_seed(
         completions: list[Completion] = await backend.chat_many(
             messages,
             len(variations),
+            sampling=SamplingParams(temperature=request.temperature, max_tokens=request.max_tokens, json_schema=schema),
             adapter=request.adapter,
-            temperature=request.temperature,
-            max_tokens=request.max_tokens,
-            json_schema=schema,
         )
     except InferenceError as exc:
         return [_rejected(base, RejectionReason.GENERATION_ERROR, str(exc)) for base in bases]
@@ -110,7 +108,8 @@ def _task(domain: Domain, seed: Seed | None, base: dict[str, Any], completion: C
     }
     try:
         obj = extract_json(completion.text, completion.finish_reason)
-        payload = domain.validate_generation(obj, seed)
+        # reject_if_seed again here: a plug-in family that forgot it still never returns its seed as a variation.
+        payload = domain.reject_if_seed(domain.validate_generation(obj, seed), seed)
     except TaskRejected as rej:
         return _rejected(base, rej.reason, rej.detail)
     except Exception as exc:  # a validator bug on odd input is still this generation's rejection, not a 500

@@ -66,7 +66,7 @@ async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
     # Variations already stored for (run, epoch, seed) are returned as stored and not generated again.
     resources: SimulatorResources = request.app.state.simulator
     _check_budget(body, resources.settings.simulator.max_request_tokens)
-    domain = resources.domain(body.domain)
+    domain = await run_in_threadpool(resources.domain, body.domain)
     if (body.run_id is None) != (body.epoch is None):
         raise GenEnvError("run_id and epoch go together: give both to store, or neither", param="run_id")
     seeds: list[Seed | None] = [resources.train_seed(domain, sid) for sid in body.seed_ids]

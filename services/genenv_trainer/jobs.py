@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import JobKind, JobStatus, Role, TrainJob
@@ -26,6 +25,8 @@ from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
 from genenv.db.repositories import adapters, scores, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
+from genenv.lifecycle import RUN_FINISHED
+from genenv.queue import worker_identity
 from genenv.settings import GenEnvSettings
 from genenv_trainer import inputs
 
@@ -51,11 +52,6 @@ class JobResult:
     retry_after_s: float | None = None
 
 
-def worker_identity(settings: GenEnvSettings) -> str:
-    """Who claims jobs: the configured worker id, else host:pid."""
-    return settings.worker_id or f"{socket.gethostname()}:{os.getpid()}"
-
-
 def run_train_job(session_factory: sessionmaker[Session], settings: GenEnvSettings, job_id: int) -> JobResult:
     """Claim and run a train_agent / train_simulator job; a finished or busy job is returned untouched."""
     ts = settings.trainer
@@ -76,6 +72,11 @@ def run_train_job(session_factory: sessionmaker[Session], settings: GenEnvSettin
     except ClaimLostError:
         log.warning("train job %s was taken over by another worker; this attempt stops", job_id)
         return JobResult(_reload(session_factory, job_id), ClaimOutcome.BUSY, ts.lease_s)
+    except (OperationalError, InterfaceError):
+        # The database went away (a restart): not the job's fault, so not a failed attempt. The claim is left to
+        # expire; the orchestrator sends the job again once it is stale and the next delivery takes it over.
+        log.warning("train job %s stopped: the database connection failed", job_id, exc_info=True)
+        raise
     except RunCancelledError as exc:
         log.info("train job %s stopped: %s", job_id, exc)
         with session_scope(session_factory) as s:
@@ -88,11 +89,19 @@ def run_train_job(session_factory: sessionmaker[Session], settings: GenEnvSettin
     return JobResult(_reload(session_factory, job_id), ClaimOutcome.CLAIMED)
 
 
-def _stop_if_cancelled(session_factory: sessionmaker[Session], run_id: str) -> None:
-    with session_scope(session_factory) as s:
-        run = s.get(RunRow, run_id)
-        if run is not None and run.status == RunStatus.CANCELLED.value:
-            raise RunCancelledError(f"run {run_id} was cancelled")
+def _stop_if_cancelled(session_factory: sessionmaker[Session], run_id: str, *, tolerate_outage: bool = False) -> None:
+    try:
+        with session_scope(session_factory) as s:
+            run = s.get(RunRow, run_id)
+    except (OperationalError, InterfaceError):
+        if not tolerate_outage:
+            raise
+        # Between optimiser steps: a database blip must not throw away the steps done; the next step asks again.
+        log.warning("could not check whether run %s was cancelled (database unavailable); training on", run_id)
+        return
+    # Cancelled, or failed meanwhile (e.g. its other job failed for good): nothing will use this adapter.
+    if run is not None and RunStatus(run.status) in RUN_FINISHED:
+        raise RunCancelledError(f"run {run_id} is {run.status}")
 
 
 def _reload(session_factory: sessionmaker[Session], job_id: int) -> TrainJob:
@@ -142,7 +151,8 @@ def _run_claimed(
     def on_step(step: int, stats: dict[str, float]) -> None:
         if beat.lost.is_set():  # the heartbeat thread found the job taken over: stop before more work is wasted
             raise ClaimLostError(f"lost the claim on job {job.id} at step {step}")
-        _stop_if_cancelled(session_factory, job.run_id)  # cancel stops in-flight training between steps
+        # Cancel stops in-flight training between steps.
+        _stop_if_cancelled(session_factory, job.run_id, tolerate_outage=True)
         log.info("train job %s step %d: %s", job.id, step, {k: round(v, 4) for k, v in stats.items()})
 
     from genenv_trainer.training import runner

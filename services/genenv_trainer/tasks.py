@@ -14,12 +14,12 @@ from celery.signals import worker_process_init
 
 from genenv.db.engine import ProcessDatabase
 from genenv.db.repositories.train_jobs import ClaimOutcome
-from genenv.queue import TASK_TRAIN_AGENT, TASK_TRAIN_SIMULATOR, make_celery
+from genenv.queue import QUEUE_GPU, TASK_TRAIN_AGENT, TASK_TRAIN_SIMULATOR, make_celery
 from genenv.settings import get_settings
 from genenv_trainer.jobs import run_train_job
 
 settings = get_settings()
-app = make_celery(settings, name="genenv-trainer")
+app = make_celery(settings, name="genenv-trainer", queue=QUEUE_GPU)
 app.conf.update(worker_concurrency=1)
 
 db = ProcessDatabase(settings.database)

@@ -4,31 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from genenv.checkers.base import checker_time_limit, invalid_verdict, run_checker
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem
-from genenv.domains import UnknownDomainError, get_domain
+from genenv.domains import REGISTRY, UnknownDomainError
 from genenv.domains.base import Domain
+from genenv.domains.data.seedfile import DATA_KIND_FIELD
+
+
+def _registry_lookup(name: str, task: dict[str, Any]) -> Domain:
+    return REGISTRY.for_task(name, task)
 
 
 def verify_items(
     items: list[VerifyItem],
     success_threshold: float | None,
     time_limit_s: float,
-    lookup: Callable[[str], Domain] = get_domain,
+    lookup: Callable[[str, dict[str, Any]], Domain] = _registry_lookup,
 ) -> list[Verdict]:
     """Verdicts in item order. An unknown domain, a checker that raises or one that times out invalidates only
-    its own item (the time limit wraps every domain's verify, whether or not the domain limits itself)."""
-    domains: dict[str, Domain | None] = {}
+    its own item (the time limit wraps every domain's verify, whether or not the domain limits itself).
+
+    Domains come from the registry; a data-defined domain (its seed file is in the database, which the verifier
+    does not read) is found by the kind its task payload names."""
+    domains: dict[tuple[str, str | None], Domain | None] = {}
     verdicts: list[Verdict] = []
     with checker_time_limit(time_limit_s):
         for item in items:
-            if item.domain not in domains:
+            kind = item.task.get(DATA_KIND_FIELD)
+            key = (item.domain, kind if isinstance(kind, str) else None)
+            if key not in domains:
                 try:
-                    domains[item.domain] = lookup(item.domain)
+                    domains[key] = lookup(item.domain, item.task)
                 except UnknownDomainError:
-                    domains[item.domain] = None
-            domain = domains[item.domain]
+                    domains[key] = None
+            domain = domains[key]
             if domain is None:
                 verdicts.append(invalid_verdict(VerdictErrorKind.TASK_ERROR, f"unknown domain {item.domain!r}"))
                 continue

@@ -59,11 +59,30 @@ class QueueSettings(BaseModel):
         default=True,
         description="Run Celery tasks in-process (embedded default). Set false to use Redis and workers.",
     )
-    visibility_timeout_s: int = Field(
-        default=4 * 3600,
-        ge=60,
-        description="Redis visibility timeout; must exceed the longest training job or it is redelivered.",
+    control_visibility_timeout_s: int = Field(
+        default=3600,
+        ge=1,
+        description="Queue control (the orchestrator's advance_run): Redis redelivers a message its worker has not "
+        "acknowledged within this many seconds. A redelivered advance finds the run's lock held and returns, so this "
+        "only has to outlast the longest phase step to keep logs quiet.",
     )
+    rollouts_visibility_timeout_s: int = Field(
+        default=12 * 3600,
+        ge=1,
+        description="Queue rollouts: the same for a rollout job (an epoch's attempts). Set it above the longest "
+        "rollout job; a redelivery while the job runs finds its claim fresh and exits (rollout.lease_s).",
+    )
+    gpu_visibility_timeout_s: int = Field(
+        default=24 * 3600,
+        ge=1,
+        description="Queue gpu: the same for a training job. Set it above the longest training job; a redelivery "
+        "while the job trains finds its claim fresh and waits for it (trainer.lease_s), and never trains it again. "
+        "A killed worker's job does not wait for this: the orchestrator re-dispatches it once its claim is stale.",
+    )
+
+    def visibility_timeout_s(self, queue: str) -> int:
+        """The visibility timeout of one queue (control, rollouts or gpu)."""
+        return int(getattr(self, f"{queue}_visibility_timeout_s"))
 
 
 class ServiceUrls(BaseModel):
@@ -114,9 +133,16 @@ class PathSettings(BaseModel):
     model_cache: Path = Field(
         default=DEFAULT_HOME / "models", description="Where `genenv models prepare` writes model folders."
     )
+    model_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders a run config's base_model may name by absolute path (JSON list in "
+        "GENENV_PATHS__MODEL_ROOTS); a path under none of them is refused (422). Empty = paths.model_cache only.",
+    )
     benchmarks: Path = Field(
-        default=Path("../shared/benchmarks"),
-        description="Folder holding api_bank/, bfcl/, bamboogle/, alfworld/, travelplanner/.",
+        default=DEFAULT_HOME / "benchmarks",
+        description="Folder holding api_bank/, bfcl/, bamboogle/, alfworld/, travelplanner/: `genenv data fetch` "
+        "downloads them here and `genenv data status` shows what is present. BFCL is also read from the bfcl-eval "
+        "package when bfcl/ is absent.",
     )
     tensorboard_dir: Path | None = Field(
         default=None,
@@ -157,6 +183,16 @@ class InferenceSettings(BaseModel):
     )
     local_max_batch: int = Field(
         default=8, ge=1, description="Local backend: requests decoded together as one batch."
+    )
+    local_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Local backend: torch device; 'auto' = cuda when torch sees a GPU, else cpu. 'cuda' without one "
+        "fails at the first request.",
+    )
+    local_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        default="auto",
+        description="Local backend: base-model dtype. 'auto': bfloat16 on GPUs that support it and on CPUs with "
+        "AVX-512 or AMX, float32 elsewhere (an AVX2-only CPU emulates bf16).",
     )
 
 
@@ -246,6 +282,18 @@ class SimulatorSettings(BaseModel):
     )
 
 
+class DomainSettings(BaseModel):
+    """Data-defined domains (``genenv domains add``, ``POST /v1/domains``)."""
+
+    max_seed_file_bytes: int = Field(
+        default=2_000_000,
+        ge=1024,
+        le=64_000_000,
+        description="Largest seed file a data-defined domain may be registered with (413 beyond; `genenv domains "
+        "check` reports it as a file error). Raise max_body_bytes with it: the file travels in the request body.",
+    )
+
+
 class HttpServerSettings(BaseModel):
     """Connection timeouts of every HTTP service's server (uvicorn)."""
 
@@ -258,6 +306,12 @@ class HttpServerSettings(BaseModel):
     )
     keep_alive_s: int = Field(
         default=5, ge=1, le=300, description="An idle keep-alive connection is closed after this many seconds."
+    )
+    loop: Literal["auto", "asyncio", "uvloop"] = Field(
+        default="auto",
+        description="Event loop of the HTTP services: 'auto' = uvloop where installed (a dependency on Linux and "
+        "macOS), else asyncio's; 'asyncio' forces the standard library's (both serve keep-alive connections without "
+        "stalls: genenv sets TCP_NODELAY itself).",
     )
 
 
@@ -282,6 +336,22 @@ class RolloutSettings(BaseModel):
         description="Seconds between a rollout job's heartbeats (a background thread): the orchestrator re-dispatches "
         "a job whose heartbeat and progress are older than orchestrator.stall_timeout_s; keep this well below it.",
     )
+    lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A delivery of a rollout job whose claim's heartbeat is younger than this leaves the job to the "
+        "claim's holder (a message the broker redelivered while the first delivery works); an older claim belongs "
+        "to a dead worker and is taken over. At least 3 × heartbeat_s.",
+    )
+
+    @model_validator(mode="after")
+    def _lease_outlives_beats(self) -> RolloutSettings:
+        if self.lease_s < 3 * self.heartbeat_s:
+            raise ValueError(
+                f"rollout.lease_s ({self.lease_s}) must be at least 3 × rollout.heartbeat_s ({self.heartbeat_s}): "
+                "raise GENENV_ROLLOUT__LEASE_S or lower GENENV_ROLLOUT__HEARTBEAT_S"
+            )
+        return self
 
 
 class OrchestratorSettings(BaseModel):
@@ -297,10 +367,18 @@ class OrchestratorSettings(BaseModel):
         "or a training job still pending this long after dispatch (its message was lost), is dispatched again.",
     )
     max_phase_failures: int = Field(
-        default=3,
+        default=8,
         ge=1,
         description="Failures of one phase within an epoch (e.g. a service down; retried with backoff) before the "
-        "run fails.",
+        "run fails. The backoff doubles from poll_interval_s up to 60 s: with the defaults the 8 tries span about "
+        "3.5 minutes, longer than a restarted vLLM server or database takes to come back.",
+    )
+    watchdog_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A running run whose next advance is overdue by this long, with no advancer at work, is "
+        "re-enqueued (its message was lost: a restarted broker drops the countdown messages its workers held). "
+        "Checked every watchdog_s / 2 by each orchestrator worker.",
     )
     phase_delay_s: dict[str, float] = Field(
         default_factory=dict,
@@ -329,6 +407,7 @@ class GenEnvSettings(BaseSettings):
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
     http: HttpServerSettings = Field(default_factory=HttpServerSettings)
+    domains: DomainSettings = Field(default_factory=DomainSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Largest request body an HTTP service accepts (413)."

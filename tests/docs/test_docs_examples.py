@@ -95,6 +95,9 @@ def test_genenv_runs_create_accepts_the_yaml(path: Path, tmp_path: Path) -> None
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
         "GENENV_SERVICES__CONTROL_PLANE": "inprocess",
         "GENENV_AUTH__TOKENS": "[]",
+        # The GPU examples name models by their path in the images' model cache; absolute base_model paths are
+        # accepted only under the model roots (the model cache by default).
+        "GENENV_PATHS__MODEL_CACHE": "/var/lib/genenv/models",
     }
     result = CliRunner().invoke(app, ["runs", "create", str(path), "--json"], env=env)
     assert result.exit_code == 0, result.output
@@ -158,7 +161,7 @@ def test_examples_readme_lists_every_example() -> None:
 def test_the_experiment_presets_exist() -> None:
     assert {p.name for p in EXPERIMENTS} == {
         "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml",
-        "experiment-cpu-bfcl-qwen.yaml", "experiment-gpu-bfcl-qwen.yaml",
+        "experiment-cpu-bfcl-qwen.yaml", "experiment-gpu-bfcl-qwen.yaml", "experiment-cpu-mechanism-loop.yaml",
     }
 
 
@@ -166,7 +169,10 @@ def test_the_experiment_presets_exist() -> None:
 def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> None:
     body = load_experiment(path)
     assert body.name == body.template.name == path.stem
-    assert body.template.eval_every == 1 and body.template.eval_benchmarks  # held-out accuracy every epoch
+    if body.template.agent.train:  # held-out accuracy every epoch
+        assert body.template.eval_every == 1 and body.template.eval_benchmarks
+    else:  # a frozen agent never changes: nothing to evaluate
+        assert body.template.eval_every == 0
     assert body.template.curriculum.alpha == 0.5
     assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
     assert body.replicates >= 2  # intervals need replicates
@@ -174,6 +180,7 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
         "GENENV_SERVICES__CONTROL_PLANE": "inprocess",
         "GENENV_AUTH__TOKENS": "[]",
+        "GENENV_PATHS__MODEL_CACHE": "/var/lib/genenv/models",  # as in test_genenv_runs_create_accepts_the_yaml
     }
     result = CliRunner().invoke(app, ["experiment", "create", str(path), "--json"], env=env)
     assert result.exit_code == 0, result.output

@@ -56,6 +56,13 @@ LONG_RUNNING = (
     "vllm-simulator-cpu",
 )
 CONFIG = tiny_config("docker-e2e", epochs=2)
+# The rollout crash must land mid-phase. The agent's server answers an epoch's few requests (3-4 tasks x G) together
+# and they fit one write (rollout.write_batch 32), so without fault injection every attempt is stored at the job's
+# very end and ROLLOUT ends at the orchestrator's next poll (poll_interval_s 1): "ROLLOUT with stored rollouts" then
+# lasts 0-1 s (measured 0.9 s, 1.0 s and under 0.1 s: that run's wait timed out after 900 s). Stored in pairs with
+# 1.5 s between writes (the settings the process-level crash test uses), it lasts several seconds and a part of the
+# attempts is left to the restarted worker.
+SLOW_ROLLOUT = {"GENENV_ROLLOUT__WRITE_BATCH": "2", "GENENV_ROLLOUT__WRITE_DELAY_S": "1.5"}
 
 
 def _docker() -> str:
@@ -166,10 +173,12 @@ def stack(images: float, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         "GENENV_AUTH__CLIENT_TOKEN": token,
     }
     (tmp / "test.env").write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    # Short leases and stall timeouts, as in tests/e2e, so a crashed job is taken up again within the test.
-    fast = dict(FAST_RECOVERY)
+    # Short leases and stall timeouts, as in tests/e2e, so a crashed job is taken up again within the test; the
+    # rollout worker stores its attempts slowly so that its crash lands mid-phase (SLOW_ROLLOUT).
+    env = {s: dict(FAST_RECOVERY) for s in ("orchestrator", "rollout", "trainer-cpu")}
+    env["rollout"].update(SLOW_ROLLOUT)
     (tmp / "fast-recovery.yml").write_text(
-        json.dumps({"services": {s: {"environment": fast} for s in ("orchestrator", "rollout", "trainer-cpu")}})
+        json.dumps({"services": {s: {"environment": e} for s, e in env.items()}})
     )
     compose = [
         _compose_bin(),
@@ -229,6 +238,14 @@ def _phase(engine: Engine, run_id: str) -> tuple[int, str] | None:
             .limit(1)
         ).first()
     return (int(row[0]), str(row[1])) if row else None
+
+
+def _mid_rollout(engine: Engine, run_id: str) -> bool:
+    """Epoch 0 is in ROLLOUT with some of its attempts stored and some still to come."""
+    if _phase(engine, run_id) != (0, "rollout"):
+        return False
+    c = counts(engine, run_id, 0)
+    return 0 < c["rollouts"] < c["valid"] * G
 
 
 def _train_running(engine: Engine, run_id: str) -> bool:
@@ -303,11 +320,7 @@ def test_compose_stack_runs_two_epochs_and_survives_crashed_workers(stack: Stack
             run_id = created.json()["id"]
             assert client.post(f"/v1/runs/{run_id}/start").status_code == 200
 
-            _wait(
-                lambda: _phase(engine, run_id) == (0, "rollout") and counts(engine, run_id, 0)["rollouts"] > 0,
-                900,
-                "epoch 0 ROLLOUT with stored rollouts",
-            )
+            _wait(lambda: _mid_rollout(engine, run_id), 900, "epoch 0 ROLLOUT with some rollouts stored, not all")
             recovery["rollout"] = _crash_and_time_recovery(stack, "rollout", "rollout@%h")
             _wait(lambda: _train_running(engine, run_id), 1200, "a claimed training job")
             recovery["trainer"] = _crash_and_time_recovery(stack, "trainer-cpu", "trainer@%h")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from pathlib import PurePath
 
 from fastapi import APIRouter, Response
 
@@ -20,10 +21,17 @@ from genenv.contracts.errors import NotFoundError
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
-_ASSETS = {
-    "dashboard.js": "text/javascript; charset=utf-8",
-    "dashboard.css": "text/css; charset=utf-8",
+_MEDIA_TYPES = {
+    # Module scripts (<script type="module"> and their imports) are refused unless served with a JavaScript type.
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
 }
+_ASSETS = {
+    f.name: _MEDIA_TYPES[suffix]
+    for f in resources.files("genenv_control_plane").joinpath("static").iterdir()
+    if (suffix := PurePath(f.name).suffix) in _MEDIA_TYPES
+}
+"""Every script module and stylesheet of static/, by file name (a new module is served without a route change)."""
 DASHBOARD_PATHS = frozenset({"/dashboard", *(f"/dashboard/{name}" for name in _ASSETS)})
 """Served without a token: the static shell only."""
 
@@ -51,7 +59,7 @@ def dashboard() -> Response:
 
 @router.get("/dashboard/{name}")
 def dashboard_asset(name: str) -> Response:
-    """The page's script or stylesheet."""
+    """One of the page's script modules or its stylesheet."""
     media_type = _ASSETS.get(name)
     if media_type is None:
         raise NotFoundError(f"no dashboard asset {name!r}", param="name", code="asset_not_found")

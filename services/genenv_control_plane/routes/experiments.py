@@ -11,8 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.experiments import Experiment, ExperimentCreate, ExperimentSeries
 from genenv.contracts.pagination import Page
-from genenv.db.repositories import experiments
+from genenv.db.repositories import domains, experiments
 from genenv.db.repositories.common import DEFAULT_LIMIT
+from genenv.models.locations import check_model_location, model_roots
 from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,9 @@ ExperimentId = Annotated[str, Path(max_length=64, pattern=r"^[^\x00]+$", descrip
 @router.post("", status_code=201, summary="Create an experiment: modes × replicates of one run config")
 def create_experiment(body: ExperimentCreate, cp: ControlPlaneDep) -> Experiment:
     """Store the experiment and its member runs (status 'created'); nothing runs until it is started."""
+    check_model_location(body.template.base_model, model_roots(cp.settings.paths), param="template.base_model")
     with cp.transaction() as session:
+        domains.resolve(session, body.template.domain, param="template.domain")
         row = experiments.create(session, body)
         return experiments.to_contract(row, experiments.members(session, row.id))
 

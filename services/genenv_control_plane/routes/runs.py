@@ -11,8 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunCreate, RunStatus
-from genenv.db.repositories import experiments, runs
+from genenv.db.repositories import domains, experiments, runs
 from genenv.db.repositories.common import DEFAULT_LIMIT
+from genenv.models.locations import check_model_location, model_roots
 from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,9 @@ RunId = Annotated[str, Path(max_length=64, pattern=r"^[^\x00]+$", description="R
 @router.post("", status_code=201, summary="Create a run from a run config")
 def create_run(body: RunCreate, cp: ControlPlaneDep) -> Run:
     """Validate and store a run config; the run starts in status 'created'."""
+    check_model_location(body.config.base_model, model_roots(cp.settings.paths))
     with cp.transaction() as session:
+        domains.resolve(session, body.config.domain, param="config.domain")  # 404 for a name nobody registered
         row = runs.create(session, body.config)
     return runs.to_contract(row)
 

@@ -22,22 +22,12 @@ from genenv_trainer.training.data import (
     TooLongError,
     chat_prompt_ids,
     chunks,
-    collate,
     epoch_batches,
     make_example,
     text_completion_ids,
 )
-from genenv_trainer.training.ops import (
-    Stopwatch,
-    k3_kl,
-    masked_mean_per_row,
-    reference_logprobs,
-    require_finite,
-    summarise,
-    token_logprobs,
-    use_gradient_checkpointing,
-)
-from genenv_trainer.training.optim import adamw
+from genenv_trainer.training.loop import StepOptions, backward, forward, run_steps
+from genenv_trainer.training.ops import k3_kl, masked_mean_per_row
 
 # Added to the group std: keeps advantages finite for nearly-equal rewards (zero std is skipped outright).
 ADVANTAGE_EPS = 1e-4
@@ -47,10 +37,12 @@ MAX_LOG_RATIO = 20.0
 
 @dataclass(frozen=True)
 class ScoredGroup:
-    """A GRPO group with one advantage per attempt."""
+    """A GRPO group with one advantage per attempt; ``signal`` False for a group without reward variance, kept
+    only when such groups take budget (agent.budget = tasks): its advantages are all 0."""
 
     group: RolloutGroup
     advantages: list[float]
+    signal: bool = True
 
     @property
     def size(self) -> int:
@@ -67,15 +59,12 @@ class GrpoSample:
     advantage: float
     old_logprobs: list[float] | None
     replayed: bool = False
+    signal: bool = True
 
-
-@dataclass(frozen=True)
-class StepOptions:
-    """How the loss is computed, beyond the run config: the sampling temperature and the trainer's settings."""
-
-    temperature: float = 1.0
-    checkpointing_min_tokens: int = 0
-    fault_nan_at_step: int | None = None
+    @property
+    def fresh(self) -> bool:
+        """Sampled in the epoch being trained (not replayed)."""
+        return not self.replayed
 
 
 def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS) -> list[float] | None:
@@ -87,9 +76,12 @@ def group_advantages(rewards: Sequence[float], eps: float = ADVANTAGE_EPS) -> li
     return [(r - mean) / (std + eps) for r in rewards]
 
 
-def score_groups(groups: Sequence[RolloutGroup]) -> tuple[list[ScoredGroup], dict[str, int]]:
-    """Advantages per group; groups of fewer than 2 valid attempts or without reward variance are skipped
-    (they carry no GRPO signal) and counted."""
+def score_groups(
+    groups: Sequence[RolloutGroup], *, keep_zero_variance: bool = False
+) -> tuple[list[ScoredGroup], dict[str, int]]:
+    """Advantages per group; groups of fewer than 2 valid attempts are skipped and counted, and so are groups
+    without reward variance (they carry no GRPO signal) unless ``keep_zero_variance``: then they are kept with
+    zero advantages and ``signal=False``, so that they can take budget (agent.budget = tasks)."""
     scored: list[ScoredGroup] = []
     counts = {"groups": len(groups), "groups_too_small": 0, "groups_zero_variance": 0}
     for g in groups:
@@ -99,6 +91,8 @@ def score_groups(groups: Sequence[RolloutGroup]) -> tuple[list[ScoredGroup], dic
         adv = group_advantages([a.reward for a in g.attempts])
         if adv is None:
             counts["groups_zero_variance"] += 1
+            if keep_zero_variance:
+                scored.append(ScoredGroup(g, [0.0] * len(g.attempts), signal=False))
             continue
         scored.append(ScoredGroup(g, adv))
     return scored, counts
@@ -126,7 +120,7 @@ def to_samples(
                 old = None
                 counts["ratio_fallback"] += 1
             counts["sequences"] += 1
-            samples.append(GrpoSample(ex, adv, old, replayed))
+            samples.append(GrpoSample(ex, adv, old, replayed, sg.signal))
     return samples, counts
 
 
@@ -145,15 +139,15 @@ def grpo_loss_backward(
     """Accumulate the gradient of one optimiser batch: per sequence the token-mean of
     −min(ρA, clip(ρ, 1±ε)A) + β_KL·k3, averaged over the batch's sequences (micro-batches sum to it).
 
+    Sequences of groups without reward variance (``signal`` False) count in the batch's size but are not
+    computed: their policy term is exactly 0, and their KL term is left out with them (what they take is budget).
     ρ and the KL compare distributions at the rollout temperature (logits / T), the ones actually sampled. Raises
     NonFiniteError before any backward of a micro-batch whose loss is not finite (``poison`` injects one)."""
     n = len(batch)
     totals = {"loss": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "ratio_sum": 0.0}
-    for micro in chunks(batch, micro_batch_size):
-        b = collate([s.example for s in micro], pad_id=pad_id, values=[s.old_logprobs for s in micro]).to(device)
-        use_gradient_checkpointing(model, b, options.checkpointing_min_tokens)
-        logp = token_logprobs(model, b, temperature=options.temperature)
-        ref = reference_logprobs(model, b, temperature=options.temperature)
+    for micro in chunks([s for s in batch if s.signal], micro_batch_size):
+        b, logp, ref = forward(model, [s.example for s in micro], values=[s.old_logprobs for s in micro],
+                               pad_id=pad_id, device=device, options=options)
         mask = b.completion_mask
         assert b.values is not None
         old = torch.where(torch.isnan(b.values), logp.detach(), b.values)
@@ -162,15 +156,11 @@ def grpo_loss_backward(
         clipped_ratio = ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio)
         policy_loss = -torch.min(ratio * adv, clipped_ratio * adv)
         kl = k3_kl(logp, ref)
-        loss = masked_mean_per_row(policy_loss + kl_coef * kl, mask).sum() / n
-        if poison:
-            loss = loss * float("nan")
-        require_finite(loss=float(loss.detach()))
-        loss.backward()
+        value = backward(masked_mean_per_row(policy_loss + kl_coef * kl, mask).sum() / n, poison=poison)
         with torch.no_grad():
             # Tokens whose gradient the clip removed: min() picked the (constant) clipped branch.
             active = (ratio * adv) > (clipped_ratio * adv)
-            totals["loss"] += float(loss.detach())
+            totals["loss"] += value
             totals["kl_sum"] += float((kl * mask).sum())
             totals["clipped"] += float((active.float() * mask).sum())
             totals["tokens"] += float(mask.sum())
@@ -200,31 +190,16 @@ def train_grpo(
     """One pass over the samples in AdamW steps of ``cfg.batch_size`` sequences, at most
     ``cfg.max_steps_per_epoch`` (gradient accumulation over ``cfg.micro_batch_size``); per-step and summary
     metrics. A non-finite loss or gradient norm raises NonFiniteError before that step is applied."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
-    optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
-    clock = Stopwatch()
-    steps: list[dict[str, float]] = []
-    seen = {"examples_seen": 0, "fresh_seen": 0, "replayed_seen": 0}
     batches = epoch_batches(samples, batch_size=cfg.batch_size, max_steps=cfg.max_steps_per_epoch, rng=rng)
-    for i, batch in enumerate(batches):
-        step_clock = Stopwatch()
-        stats = grpo_loss_backward(
-            model, batch, micro_batch_size=cfg.micro_batch_size, clip_ratio=cfg.clip_ratio,
-            kl_coef=cfg.kl_coef, pad_id=pad_id, device=device, options=options,
-            poison=options.fault_nan_at_step == i,
-        )
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        require_finite(grad_norm=stats["grad_norm"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        replayed = sum(s.replayed for s in batch)
-        seen["examples_seen"] += len(batch)
-        seen["replayed_seen"] += replayed
-        seen["fresh_seen"] += len(batch) - replayed
-        stats["sequences"] = float(len(batch))
-        stats["seconds"] = step_clock.seconds
-        steps.append(stats)
-        if on_step is not None:
-            on_step(i, stats)
-    return {**summarise(steps, clock.seconds), **seen, "planned_steps": len(batches)}
+
+    def loss(batch: Sequence[GrpoSample], poison: bool) -> dict[str, float]:
+        return grpo_loss_backward(model, batch, micro_batch_size=cfg.micro_batch_size, clip_ratio=cfg.clip_ratio,
+                                  kl_coef=cfg.kl_coef, pad_id=pad_id, device=device, options=options, poison=poison)
+
+    # A step that drew only groups without reward variance (budget = tasks) has no gradient and takes no step.
+    done = run_steps(model, batches, loss, learning_rate=cfg.learning_rate, max_grad_norm=cfg.max_grad_norm,
+                     older="replayed", optimizer=optimizer, options=options, on_step=on_step,
+                     has_gradient=lambda batch: any(s.signal for s in batch),
+                     extra=lambda batch: {"sequences_with_signal": float(sum(s.signal for s in batch))})
+    return {**done.summary(), **done.seen, "planned_steps": done.planned, "steps_without_signal": done.skipped,
+            "sequences_without_signal": sum(not s.signal for b in batches for s in b)}

@@ -10,33 +10,26 @@ from typing import Any, Literal
 
 import torch
 
+from genenv import hardware
 from genenv.contracts.adapters import Role
 from genenv.contracts.runs import LoraConfig
-from genenv.hardware import cpu_dtype
 from genenv_trainer.training.optim import save_state
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+Dtype = Literal["bfloat16", "float32"]
 
 
 def resolve_device(setting: Literal["auto", "cpu", "cuda"]) -> torch.device:
-    """cuda when asked for or available (auto), else cpu."""
-    if setting == "cuda" or (setting == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda")
-    return torch.device("cpu")
-
-
-Dtype = Literal["bfloat16", "float32"]
+    """cuda when asked for or available (auto), else cpu (genenv.hardware.resolve_device; 'cuda' without a CUDA
+    device fails naming trainer.device)."""
+    return torch.device(hardware.resolve_device(setting, name="trainer.device"))
 
 
 def resolve_dtype(setting: Literal["auto", "bfloat16", "float32"], device: torch.device) -> Dtype:
     """The dtype to load the base model in: 'auto' is bf16 where the hardware computes it natively (CUDA, a CPU with
     AVX-512 or AMX) and fp32 elsewhere, because an AVX2-only CPU emulates bf16 matmuls (18× slower per step, measured
     on SmolLM2-135M)."""
-    if setting != "auto":
-        return setting
-    if device.type == "cuda":
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return cpu_dtype()
+    return hardware.resolve_dtype(setting, "cuda" if device.type == "cuda" else "cpu")
 
 
 def load_tokenizer(model_path: Path) -> Any:
@@ -57,13 +50,7 @@ def load_policy(
     device: torch.device,
     dtype: Literal["auto", "bfloat16", "float32"],
 ) -> Any:
-    """The base model with a trainable LoRA adapter: the parent version's weights when given, else fresh.
-
-    PEFT keeps adapter weights in float32 over a bf16 base (autocast_adapter_dtype), so the optimiser
-    updates full-precision weights while the frozen base runs in bf16.
-    """
-    from peft import LoraConfig as PeftLoraConfig
-    from peft import PeftModel, get_peft_model
+    """The base model with a trainable LoRA adapter: the parent version's weights when given, else fresh."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -71,6 +58,19 @@ def load_policy(
     hf_logging.disable_progress_bar()
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=_DTYPES[resolve_dtype(dtype, device)],
                                                 device_map=device)
+    return attach_lora(base, lora, parent)
+
+
+def attach_lora(base: Any, lora: LoraConfig, parent: Path | None) -> Any:
+    """``base`` (a loaded transformers model, left in place) with a trainable LoRA adapter, in training mode.
+
+    PEFT keeps adapter weights in float32 over a bf16 base (autocast_adapter_dtype), so the optimiser
+    updates full-precision weights while the frozen base runs in bf16. Separate from loading so that a model built
+    from a config alone (bench/gpu_check.py's random-init 7B) trains through exactly this code.
+    """
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import PeftModel, get_peft_model
+
     base.config.use_cache = False
     if parent is not None:
         model = PeftModel.from_pretrained(base, str(parent), is_trainable=True)

@@ -117,10 +117,12 @@ def masked_mean_per_row(values: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
 
 @dataclass
 class Peak:
-    """Peak memory seen while a block ran, in MiB."""
+    """Peak memory seen while a block ran, in MiB: the process's RSS, and on CUDA the tensors allocated and what the
+    caching allocator reserved from the driver (the figure that decides an out-of-memory)."""
 
     rss_mb: float = 0.0
     cuda_mb: float | None = None
+    cuda_reserved_mb: float | None = None
 
 
 def current_rss_mb() -> float:
@@ -159,6 +161,7 @@ def peak_memory(device: torch.device, interval_s: float = 0.05) -> Iterator[Peak
         peak.rss_mb = max(peak.rss_mb, current_rss_mb())
         if device.type == "cuda":
             peak.cuda_mb = torch.cuda.max_memory_allocated(device) / 2**20
+            peak.cuda_reserved_mb = torch.cuda.max_memory_reserved(device) / 2**20
 
 
 class Stopwatch:

@@ -10,11 +10,12 @@ from typing import Any
 
 import torch
 
-from genenv.contracts.runs import RunConfig
+from genenv.contracts.runs import GrpoBudget, RunConfig
 from genenv.curriculum.selection import select_agent_batch
 from genenv.settings import TrainerSettings
 from genenv_trainer.records import Generation, RolloutGroup
 from genenv_trainer.training import grpo, rwr
+from genenv_trainer.training.loop import StepOptions
 from genenv_trainer.training.lora import load_policy, load_tokenizer, resolve_device, resolve_dtype
 from genenv_trainer.training.ops import peak_memory
 from genenv_trainer.training.optim import adamw
@@ -52,7 +53,8 @@ def train_agent(
 ) -> TrainResult:
     """GRPO on the epoch's groups plus replayed groups of earlier epochs (up to curriculum.replay_ratio)."""
     cfg = config.agent
-    scored_fresh, counts = grpo.score_groups(fresh)
+    # budget = tasks: groups without reward variance take their share of the budget (and give no gradient).
+    scored_fresh, counts = grpo.score_groups(fresh, keep_zero_variance=cfg.budget is GrpoBudget.TASKS)
     scored_replay, replay_counts = grpo.score_groups(replay)
     rng = random.Random(seed)
     picked_fresh, picked_replay = select_agent_batch(
@@ -62,31 +64,35 @@ def train_agent(
     metrics: dict[str, Any] = {
         **counts,
         # Share of the epoch's groups that carry a GRPO signal (some attempts right, some wrong).
-        "groups_with_variance": len(scored_fresh),
+        "groups_with_variance": sum(g.signal for g in scored_fresh),
+        "budget": cfg.budget.value,
         "replay_candidates": len(scored_replay),
         "replay_groups_zero_variance": replay_counts["groups_zero_variance"],
         "fresh_groups_used": len(picked_fresh),
         "replay_groups_used": len(picked_replay),
     }
-    if not picked_fresh and not picked_replay:
+    metrics["fresh_groups_used_with_signal"] = sum(g.signal for g in picked_fresh)
+    if not any(g.signal for g in picked_fresh) and not picked_replay:
         return TrainResult(None, {**metrics, "steps": 0, "reason": "no group with reward variance"})
     device = _setup(trainer, seed)
     tokenizer = load_tokenizer(model_path)
     fresh_samples, sample_counts = grpo.to_samples(picked_fresh, tokenizer, cfg.max_seq_len)
     replay_samples, replay_sample_counts = grpo.to_samples(picked_replay, tokenizer, cfg.max_seq_len, replayed=True)
     sample_counts = {k: v + replay_sample_counts[k] for k, v in sample_counts.items()}
-    model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
-    optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
-    options = grpo.StepOptions(temperature=config.rollout_temperature,
-                               checkpointing_min_tokens=trainer.checkpointing_min_tokens,
-                               fault_nan_at_step=trainer.fault_nan_at_step)
-    with peak_memory(device) as peak:
-        result = grpo.train_grpo(model, [*fresh_samples, *replay_samples], cfg, pad_id=tokenizer.pad_token_id,
-                                 device=device, rng=rng, on_step=on_step, optimizer=optimizer, options=options)
-    metrics = {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)}
-    if result["steps"] == 0:
-        return TrainResult(None, {**metrics, "reason": "every sequence was longer than max_seq_len"})
-    return TrainResult(model, metrics, optimizer)
+    samples = [*fresh_samples, *replay_samples]
+
+    def train(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return grpo.train_grpo(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
+                               on_step=on_step, optimizer=optimizer,
+                               options=_options(trainer, temperature=config.rollout_temperature))
+
+    def reason(result: dict[str, Any]) -> str:
+        if not result["steps_without_signal"]:
+            return "every sequence was longer than max_seq_len"
+        return "no step drew a group with reward variance"
+
+    return _fit(model_path, parent, config, trainer, device, cfg.learning_rate, {**metrics, **sample_counts}, train,
+                reason)
 
 
 def train_simulator(
@@ -119,18 +125,46 @@ def train_simulator(
     rng = random.Random(seed)
     tokenizer = load_tokenizer(model_path)
     samples, sample_counts = rwr.to_samples(generations, tokenizer, cfg.max_seq_len, epoch=epoch)
+
+    def train(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return rwr.train_rwr(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
+                             on_step=on_step, optimizer=optimizer, options=_options(trainer))
+
+    def reason(result: dict[str, Any]) -> str:
+        if result["early_stopped"]:
+            return "kl_cap exceeded before the first step"
+        return "every generation was longer than max_seq_len"
+
+    return _fit(model_path, parent, config, trainer, device, cfg.learning_rate, {**metrics, **sample_counts}, train,
+                reason)
+
+
+def _options(trainer: TrainerSettings, *, temperature: float = 1.0) -> StepOptions:
+    """The trainer's settings of a step, the same for both methods."""
+    return StepOptions(temperature=temperature, checkpointing_min_tokens=trainer.checkpointing_min_tokens,
+                       fault_nan_at_step=trainer.fault_nan_at_step)
+
+
+def _fit(
+    model_path: Path,
+    parent: Path | None,
+    config: RunConfig,
+    trainer: TrainerSettings,
+    device: torch.device,
+    learning_rate: float,
+    metrics: dict[str, Any],
+    train: Callable[[Any, torch.optim.Optimizer], dict[str, Any]],
+    reason: Callable[[dict[str, Any]], str],
+) -> TrainResult:
+    """Load base + adapter and its optimiser, ``train`` them under peak-memory tracking; the model (None, with
+    ``reason``, when no step was taken), the metrics and the optimiser."""
     model = load_policy(model_path, config.lora, parent, device=device, dtype=trainer.dtype)
-    optimizer, optim_metrics = adamw(model, cfg.learning_rate, parent)
+    optimizer, optim_metrics = adamw(model, learning_rate, parent)
     with peak_memory(device) as peak:
-        result = rwr.train_rwr(model, samples, cfg, pad_id=tokenizer.pad_token_id, device=device, rng=rng,
-                               on_step=on_step, optimizer=optimizer,
-                               checkpointing_min_tokens=trainer.checkpointing_min_tokens,
-                               fault_nan_at_step=trainer.fault_nan_at_step)
-    metrics = {**metrics, **sample_counts, **optim_metrics, **result, **_env(device, trainer, peak)}
+        result = train(model, optimizer)
+    metrics = {**metrics, **optim_metrics, **result, **_env(device, trainer, peak)}
     if result["steps"] == 0:
-        reason = "kl_cap exceeded before the first step" if result["early_stopped"] else \
-            "every generation was longer than max_seq_len"
-        return TrainResult(None, {**metrics, "reason": reason})
+        return TrainResult(None, {**metrics, "reason": reason(result)})
     return TrainResult(model, metrics, optimizer)
 
 
@@ -141,4 +175,5 @@ def _env(device: torch.device, trainer: TrainerSettings, peak: Any) -> dict[str,
         "torch_threads": torch.get_num_threads(),
         "peak_rss_mb": round(peak.rss_mb, 1),
         "peak_cuda_mb": None if peak.cuda_mb is None else round(peak.cuda_mb, 1),
+        "peak_cuda_reserved_mb": None if peak.cuda_reserved_mb is None else round(peak.cuda_reserved_mb, 1),
     }

@@ -26,17 +26,8 @@ from genenv_trainer.training.data import (
     make_example,
     text_completion_ids,
 )
-from genenv_trainer.training.ops import (
-    Stopwatch,
-    k3_kl,
-    masked_mean_per_row,
-    reference_logprobs,
-    require_finite,
-    summarise,
-    token_logprobs,
-    use_gradient_checkpointing,
-)
-from genenv_trainer.training.optim import adamw
+from genenv_trainer.training.loop import EarlyStop, StepOptions, Steps, backward, forward, run_steps
+from genenv_trainer.training.ops import Stopwatch, k3_kl, masked_mean_per_row, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -49,7 +40,7 @@ class RwrSample:
     fresh: bool = True
 
 
-class KlCapExceeded(Exception):
+class KlCapExceeded(EarlyStop):
     """The sampled KL to the epoch's starting simulator went over the cap: the step is abandoned."""
 
     def __init__(self, kl: float) -> None:
@@ -100,7 +91,7 @@ def rwr_loss_backward(
     pad_id: int,
     device: torch.device,
     anchors: dict[int, list[float]],
-    checkpointing_min_tokens: int = 0,
+    options: StepOptions = StepOptions(),
     poison: bool = False,
 ) -> dict[str, float]:
     """Accumulate the gradient of Σ_i w_i·NLL_i/N + β_KL·KL_init over one optimiser batch, weights renormalised to
@@ -111,10 +102,8 @@ def rwr_loss_backward(
     mean_w = sum(s.weight for s in batch) / n
     totals = {"loss": 0.0, "nll_sum": 0.0, "kl_sum": 0.0, "step_kl_sum": 0.0, "tokens": 0.0}
     for micro in chunks(batch, micro_batch_size):
-        b = collate([s.example for s in micro], pad_id=pad_id, values=[anchors[id(s)] for s in micro]).to(device)
-        use_gradient_checkpointing(model, b, checkpointing_min_tokens)
-        logp = token_logprobs(model, b)
-        ref = reference_logprobs(model, b)
+        b, logp, ref = forward(model, [s.example for s in micro], values=[anchors[id(s)] for s in micro],
+                               pad_id=pad_id, device=device, options=options)
         mask = b.completion_mask
         assert b.values is not None
         step_kl = k3_kl(logp.detach(), torch.nan_to_num(b.values))
@@ -125,12 +114,7 @@ def rwr_loss_backward(
         kl = k3_kl(logp, ref)
         w = torch.tensor([s.weight / mean_w for s in micro], dtype=torch.float32, device=device)
         nll = -masked_mean_per_row(logp, mask)
-        loss = (w * nll + kl_coef * masked_mean_per_row(kl, mask)).sum() / n
-        if poison:
-            loss = loss * float("nan")
-        require_finite(loss=float(loss.detach()))
-        loss.backward()
-        totals["loss"] += float(loss.detach())
+        totals["loss"] += backward((w * nll + kl_coef * masked_mean_per_row(kl, mask)).sum() / n, poison=poison)
         totals["nll_sum"] += float((-logp.detach() * mask).sum())
         totals["kl_sum"] += float((kl.detach() * mask).sum())
         totals["step_kl_sum"] += float((step_kl * mask).sum())
@@ -150,49 +134,38 @@ def train_rwr(
     rng: random.Random,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
-    checkpointing_min_tokens: int = 0,
-    fault_nan_at_step: int | None = None,
+    options: StepOptions = StepOptions(),
 ) -> dict[str, Any]:
-    """One pass over the pool in steps of ``cfg.batch_size``, at most ``cfg.max_steps_per_epoch``; stops early (and
-    records it) when the KL to the epoch's starting simulator exceeds ``cfg.kl_cap``.
+    """``cfg.passes_per_epoch`` passes over the pool in steps of ``cfg.batch_size``, at most
+    ``cfg.max_steps_per_epoch``; stops early (and records it) when the KL to the epoch's starting simulator exceeds
+    ``cfg.kl_cap``.
 
     The cap is a trust region per epoch, not a budget for the run: it is measured against the version this epoch
     started from, so the next epoch (starting from the version written now) may always take its first step.
     The KL is measured on each step's own batch before its update, i.e. it is the drift caused by the steps
     already taken; the offending step is abandoned, its partial gradient discarded.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
-    # The runner passes the optimiser resumed from the parent version; without one, a fresh AdamW.
-    optimizer = optimizer or adamw(model, cfg.learning_rate, None)[0]
-    clock = Stopwatch()
+    if options.temperature != 1.0:
+        raise ValueError(f"RWR trains the model's own distribution (temperature 1.0), not {options.temperature}")
+    clock = Stopwatch()  # the anchors' forward pass counts in the job's seconds
     anchors = start_logprobs(model, samples, micro_batch_size=cfg.micro_batch_size, pad_id=pad_id, device=device)
-    steps: list[dict[str, float]] = []
-    stop: dict[str, Any] = {"early_stopped": False, "kl_at_stop": None, "stopped_at_step": None}
-    seen = {"examples_seen": 0, "fresh_seen": 0, "pool_seen": 0}
-    batches = epoch_batches(samples, batch_size=cfg.batch_size, max_steps=cfg.max_steps_per_epoch, rng=rng)
-    for i, batch in enumerate(batches):
-        step_clock = Stopwatch()
-        try:
-            stats = rwr_loss_backward(
-                model, batch, micro_batch_size=cfg.micro_batch_size, kl_coef=cfg.kl_coef, kl_cap=cfg.kl_cap,
-                pad_id=pad_id, device=device, anchors=anchors, checkpointing_min_tokens=checkpointing_min_tokens,
-                poison=fault_nan_at_step == i,
-            )
-        except KlCapExceeded as exc:
-            optimizer.zero_grad(set_to_none=True)
-            stop = {"early_stopped": True, "kl_at_stop": exc.kl, "stopped_at_step": i}
-            break
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        require_finite(grad_norm=stats["grad_norm"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        fresh = sum(s.fresh for s in batch)
-        seen["examples_seen"] += len(batch)
-        seen["fresh_seen"] += fresh
-        seen["pool_seen"] += len(batch) - fresh
-        stats["sequences"] = float(len(batch))
-        stats["seconds"] = step_clock.seconds
-        steps.append(stats)
-        if on_step is not None:
-            on_step(i, stats)
-    return {**summarise(steps, clock.seconds), **stop, **seen, "planned_steps": len(batches)}
+    # passes_per_epoch reshuffled passes, each in whole batches, bounded by max_steps_per_epoch in total.
+    batches = [b for _ in range(cfg.passes_per_epoch)
+               for b in epoch_batches(samples, batch_size=cfg.batch_size, max_steps=cfg.max_steps_per_epoch, rng=rng)
+               ][: cfg.max_steps_per_epoch]
+
+    def loss(batch: Sequence[RwrSample], poison: bool) -> dict[str, float]:
+        return rwr_loss_backward(model, batch, micro_batch_size=cfg.micro_batch_size, kl_coef=cfg.kl_coef,
+                                 kl_cap=cfg.kl_cap, pad_id=pad_id, device=device, anchors=anchors, options=options,
+                                 poison=poison)
+
+    done = run_steps(model, batches, loss, learning_rate=cfg.learning_rate, max_grad_norm=cfg.max_grad_norm,
+                     older="pool", optimizer=optimizer, options=options, on_step=on_step, clock=clock)
+    return {**done.summary(), **_stop(done), **done.seen, "planned_steps": done.planned}
+
+
+def _stop(done: Steps) -> dict[str, Any]:
+    """Whether the KL cap ended the epoch early, at which KL and before which step."""
+    if not isinstance(done.stop, KlCapExceeded):
+        return {"early_stopped": False, "kl_at_stop": None, "stopped_at_step": None}
+    return {"early_stopped": True, "kl_at_stop": done.stop.kl, "stopped_at_step": done.stopped_at}

@@ -41,7 +41,7 @@ from genenv.checkers.base import invalid_verdict
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind
 from genenv.contracts.tasks import ChatMessage
-from genenv.inference.base import Completion, InferenceBackend, InferenceError
+from genenv.inference.base import Completion, InferenceBackend, InferenceError, SamplingParams
 
 
 class UnknownSplitError(GenEnvError):
@@ -95,15 +95,14 @@ class RunContext:
     adapter: str | None
     max_tokens: int = 256
     temperature: float = 0.0
+    # The folder the items were loaded from: a checker that needs more of the benchmark's data (TravelPlanner's
+    # database) reads it from here, not from the process settings, so items and data always come from one place.
+    benchmarks_dir: Path | None = None
 
     async def chat(self, messages: list[ChatMessage], *, max_tokens: int | None = None) -> Completion:
         """One greedy chat completion with this run's adapter."""
-        return await self.backend.chat(
-            messages,
-            adapter=self.adapter,
-            temperature=self.temperature,
-            max_tokens=max_tokens or self.max_tokens,
-        )
+        sampling = SamplingParams(temperature=self.temperature, max_tokens=max_tokens or self.max_tokens)
+        return await self.backend.chat(messages, sampling=sampling, adapter=self.adapter)
 
 
 @dataclass
@@ -233,7 +232,7 @@ async def run_evaluation(
     if limit is not None and limit < 1:
         raise GenEnvError("limit must be at least 1", param="limit")
     items = take(evaluator.load_items(benchmarks_dir, split), limit)
-    ctx = RunContext(backend=backend, adapter=adapter, max_tokens=evaluator.max_tokens)
+    ctx = RunContext(backend=backend, adapter=adapter, max_tokens=evaluator.max_tokens, benchmarks_dir=benchmarks_dir)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     started = time.perf_counter()
     progress = Progress(

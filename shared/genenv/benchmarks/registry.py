@@ -1,4 +1,5 @@
-"""Benchmark evaluators, looked up by name. Each module defines ``EVALUATOR``, an instance of ``Evaluator``."""
+"""Benchmark evaluators, looked up by name in the domain registry's family table (each module defines
+``EVALUATOR``, an instance of ``Evaluator``)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,7 @@ import importlib
 
 from genenv.benchmarks.base import Evaluator
 from genenv.contracts.errors import NotFoundError
-
-_MODULES: dict[str, str] = {
-    "arithmetic": "genenv.benchmarks.arithmetic",
-    "bfcl": "genenv.benchmarks.bfcl",
-    "api_bank": "genenv.benchmarks.api_bank",
-    "bamboogle": "genenv.benchmarks.bamboogle",
-    "alfworld": "genenv.benchmarks.alfworld",
-    "travelplanner": "genenv.benchmarks.travelplanner",
-}
+from genenv.domains.registry import REGISTRY
 
 
 class UnknownBenchmarkError(NotFoundError):
@@ -23,13 +16,13 @@ class UnknownBenchmarkError(NotFoundError):
 
 def benchmark_names() -> list[str]:
     """Names accepted by get_evaluator."""
-    return sorted(_MODULES)
+    return sorted(REGISTRY.benchmark_modules())
 
 
 def get_evaluator(name: str) -> Evaluator:
     """The evaluator called ``name`` (imported on first use so each process loads only what it needs)."""
     try:
-        module_name = _MODULES[name]
+        module_name = REGISTRY.benchmark_modules()[name]
     except KeyError:
         raise UnknownBenchmarkError(
             f"unknown benchmark {name!r}; choose from {benchmark_names()}", param="name"

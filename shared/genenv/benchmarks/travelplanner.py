@@ -25,7 +25,7 @@ from genenv.checkers.base import invalid_verdict
 from genenv.checkers.travelplanner import COMMONSENSE, HARD, TravelQuery, applicable_hard
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.travel_plan import DOMAIN, load_validation
+from genenv.domains.travel_plan import DOMAIN, TravelPlanDomain, load_validation
 from genenv.inference.base import InferenceError
 
 PROXY_NOTE = (
@@ -66,7 +66,8 @@ class TravelPlannerEvaluator(Evaluator):
         except (InferenceError, GenEnvError, OSError) as exc:
             verdict = invalid_verdict(VerdictErrorKind.ROLLOUT_ERROR, f"{type(exc).__name__}: {exc}")
             return ItemResult.of(item, verdict, None, hard_applicable=applicable)
-        verdict = DOMAIN.verify(item.payload, completion.text)
+        domain = DOMAIN if ctx.benchmarks_dir is None else TravelPlanDomain(ctx.benchmarks_dir)
+        verdict = domain.verify(item.payload, completion.text)
         return ItemResult.of(item, verdict, completion.text, **plan_numbers(verdict.details, verdict.valid, applicable))
 
     def summarize(self, results: Sequence[ItemResult]) -> dict[str, Any]:

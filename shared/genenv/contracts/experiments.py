@@ -130,14 +130,52 @@ class MemberEpoch(ReadModel):
     )
 
 
+class SeedBatch(ReadModel):
+    """One seed batch of one member (the n variations of a seed in an epoch × G attempts): what the curriculum
+    scored, the unit the paired analysis matches across modes by (replicate, epoch, seed)."""
+
+    epoch: int
+    seed_id: str
+    group: str | None = Field(default=None, description="The seed's difficulty group (the domain's group_field).")
+    k: int = Field(description="Successful attempts.")
+    n: int = Field(description="Valid attempts.")
+    p_hat: float | None = Field(default=None, description="The score's p̂ (None when no attempt was valid).")
+    in_band: bool
+    valid_tasks: int = Field(default=0, description="Valid tasks of the batch.")
+    difficulty: dict[str, float] = Field(
+        default_factory=dict, description="Mean difficulty measures of the batch's valid tasks."
+    )
+
+
+class TrainJobSummary(ReadModel):
+    """One training job of a member: what it trained on and whether its adapter was used afterwards."""
+
+    epoch: int
+    kind: str
+    status: str
+    adapter_version: int | None = None
+    pool_size: int | None = Field(default=None, description="Simulator: generations in D_env.")
+    steps: int = Field(default=0, description="Optimiser steps taken.")
+    examples_seen: int = Field(default=0, description="Sequences the steps trained on (repeats counted).")
+    kl_to_base: float | None = Field(
+        default=None, description="Sampled KL to the base model (adapter disabled) in the last step."
+    )
+    early_stopped: bool = False
+    tasks_written: int = Field(
+        default=0, description="Tasks (valid or rejected) that this job's adapter generated later in the run."
+    )
+
+
 class MemberSeries(ReadModel):
-    """Every closed epoch of one member run."""
+    """Every closed epoch of one member run, its seed batches and its training jobs."""
 
     run_id: str
     mode: RunMode
     replicate: int
     status: RunStatus
     epochs: list[MemberEpoch]
+    seed_batches: list[SeedBatch] = Field(default_factory=list)
+    train_jobs: list[TrainJobSummary] = Field(default_factory=list)
 
 
 class ExperimentSeries(ReadModel):
@@ -150,6 +188,7 @@ class ExperimentSeries(ReadModel):
     alpha: float
     k_min: float
     epochs: int
+    agent_trains: bool = Field(default=True, description="False when the template freezes the agent.")
     heldout_benchmark: str | None = Field(
         default=None, description="The benchmark whose score is heldout_accuracy (the template's first)."
     )

@@ -10,21 +10,6 @@ from pydantic import Field, model_validator
 from genenv.contracts.base import ReadModel, WriteModel
 
 
-class Rollout(ReadModel):
-    """One agent attempt at one task."""
-
-    id: int
-    task_id: int
-    attempt: int
-    agent_adapter: str | None
-    response: str | None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    token_logprobs: list[float] | None = None
-    latency_s: float | None = None
-    error: str | None = None
-
-
 class VerdictErrorKind(enum.StrEnum):
     """What went wrong with a reply or its check.
 
@@ -70,6 +55,24 @@ class Verdict(ReadModel):
         if not self.valid and (self.score is not None or self.error is None or self.success):
             raise ValueError("an invalid verdict has an error, no score and no success")
         return self
+
+
+class Rollout(ReadModel):
+    """One agent attempt at one task."""
+
+    id: int
+    task_id: int
+    attempt: int
+    agent_adapter: str | None
+    response: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_logprobs: list[float] | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    verdict: Verdict | None = Field(
+        default=None, description="Its R_agent once the verify phase judged it; None before that."
+    )
 
 
 class VerifyItem(WriteModel):

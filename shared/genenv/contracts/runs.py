@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from genenv.contracts.base import Identifier, ModelName, ReadModel, WriteModel
+from genenv.contracts.domains import DOMAIN_NAME_PATTERN
 
 SplitName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 BENCHMARK_SPLITS: dict[str, tuple[str, ...]] = {
-    "arithmetic": ("eval",),
+    "arithmetic": ("eval", "heldout"),
     "bfcl": ("eval", "ast", "all"),
     "api_bank": ("all", "level-1", "level-2"),
     "bamboogle": ("test", "heldout"),
@@ -31,6 +33,20 @@ class RunMode(enum.StrEnum):
     RANDOM_SIMULATOR = "random_simulator"
     STATIC_AUGMENTATION = "static_augmentation"
     AGENT_ONLY = "agent_only"
+
+
+class SeedSampling(enum.StrEnum):
+    """How an epoch's seeds are drawn from the domain's training split."""
+
+    UNIFORM = "uniform"
+    STRATIFIED = "stratified"
+
+
+class GrpoBudget(enum.StrEnum):
+    """What fills the agent's GRPO budget (agent.batch_size × agent.max_steps_per_epoch sequences)."""
+
+    TASKS = "tasks"
+    INFORMATIVE = "informative"
 
 
 class RunStatus(enum.StrEnum):
@@ -86,6 +102,12 @@ class CurriculumConfig(WriteModel):
         description="The simulator's prompt carries the agent's success counts over this many most recent epochs "
         "(per seed when the seed has them, else per the domain's difficulty group, else the whole run).",
     )
+    prompt_stats: bool = Field(
+        default=True,
+        description="Show the simulator the agent's recent success counts and a difficulty hint (EASIER / similar "
+        "/ HARDER) in its prompt from epoch 1 on. false: every prompt asks for a similar difficulty, so only "
+        "training can steer the simulator (a design control: a small simulator may follow the hint the wrong way).",
+    )
 
 
 class LoraConfig(WriteModel):
@@ -104,6 +126,21 @@ class LoraConfig(WriteModel):
 
 class AgentTrainConfig(WriteModel):
     """GRPO settings for the agent."""
+
+    train: bool = Field(
+        default=True,
+        description="Update the agent by GRPO each epoch. false freezes it: no train_agent job and no agent "
+        "adapter; rollouts are still made and recorded by the base model (isolates the simulator's side).",
+    )
+    budget: GrpoBudget = Field(
+        default=GrpoBudget.TASKS,
+        strict=False,
+        description="What fills the batch_size × max_steps_per_epoch sequences of an epoch. tasks: randomly drawn "
+        "task groups, those without reward variance included; they take budget and contribute no gradient (the "
+        "paper's and verl's batch of tasks, so a curriculum that puts more tasks near p = ½ gives more signal per "
+        "step). informative: only groups with reward variance (DAPO-style dynamic sampling), which gives every "
+        "curriculum the same number of informative sequences.",
+    )
 
     learning_rate: float = Field(
         default=1e-4, gt=0.0, lt=1.0, description="AdamW LR (paper 1e-6 full-scale; ≈1e-4 for LoRA on the CPU model)."
@@ -133,6 +170,12 @@ class SimulatorTrainConfig(WriteModel):
         default=4, ge=1, le=100_000,
         description="Bound on optimiser steps per epoch; below it, one pass over the pool D_env in batches of "
         "batch_size.",
+    )
+    passes_per_epoch: int = Field(
+        default=1, ge=1, le=1000,
+        description="Passes over the pool D_env per epoch, each reshuffled; max_steps_per_epoch still bounds the "
+        "steps. Raise it with max_steps_per_epoch to give every epoch a fixed dose of steps when the pool is small "
+        "(the calibrated dose of docs/method.md).",
     )
     pool_max_size: int = Field(
         default=512, ge=1, le=1_000_000,
@@ -181,6 +224,13 @@ class RunConfig(WriteModel):
     variations_per_seed: int = Field(
         default=4, ge=1, le=64, description="n: tasks the simulator writes per seed (paper code: 4)."
     )
+    seed_sampling: SeedSampling = Field(
+        default=SeedSampling.UNIFORM,
+        strict=False,
+        description="uniform: seeds drawn uniformly from the de-duplicated training split. stratified: equally "
+        "many from each of the domain's difficulty groups (its group_field: arithmetic level, BFCL category, ...), "
+        "so that a split whose groups differ in size does not decide the difficulty mix.",
+    )
     rollouts_per_task: int = Field(default=8, ge=2, le=64, description="G: agent attempts per task (GRPO group).")
     rollout_temperature: float = Field(
         default=0.7, ge=0.0, le=2.0, description="Agent sampling temperature for rollouts (paper 1.0; 0.7 on CPU)."
@@ -220,11 +270,12 @@ class RunConfig(WriteModel):
 
     @field_validator("domain")
     @classmethod
-    def _known_domain(cls, v: str) -> str:
-        from genenv.domains import domain_names  # imported here: domains import the contracts
-
-        if v not in domain_names():
-            raise ValueError(f"unknown domain {v!r}; choose from {domain_names()}")
+    def _well_formed_domain(cls, v: str) -> str:
+        # Only the form is checked here: which domains exist is the registry's and the database's to say (the
+        # contracts sit below the domain plug-ins), so an unknown name is a 404 where the config is stored.
+        if not re.match(DOMAIN_NAME_PATTERN, v):
+            raise ValueError(f"domain {v!r} is not a domain name (lower-case letters, digits and _, 2-48 "
+                             "characters); `genenv domains list` shows the domains")
         return v
 
     @field_validator("eval_benchmarks")
@@ -243,6 +294,9 @@ class RunConfig(WriteModel):
                     f"{name}.micro_batch_size ({block.micro_batch_size}) exceeds {name}.batch_size "
                     f"({block.batch_size}); lower micro_batch_size or raise batch_size"
                 )
+        if self.mode is RunMode.AGENT_ONLY and not self.agent.train:
+            raise ValueError("agent_only with agent.train = false trains nothing; set agent.train = true or choose "
+                             "a mode with a simulator")
         if self.eval_every and not self.eval_benchmarks:
             raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
         for name, split in self.eval_splits.items():

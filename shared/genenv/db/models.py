@@ -75,6 +75,11 @@ class RunRow(Base):
         ForeignKey("experiment.id", ondelete="CASCADE"), nullable=True, index=True
     )
     replicate: Mapped[int | None] = mapped_column(Integer, nullable=True, doc="Replicate index within the experiment")
+    # The orchestrator's advance chain: the token its next scheduled message carries (an advance message with
+    # another token was superseded and exits) and when that message is due (the watchdog re-enqueues a running run
+    # whose advance is long overdue: a message lost with a restarted broker).
+    advance_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    advance_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -294,4 +299,19 @@ class EvaluationRow(Base):
     adapter: Mapped[str | None] = mapped_column(String(200), nullable=True)
     metrics: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     n_items: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DataDomainRow(Base):
+    """A data-defined domain: a user's seed file and its kind (checked when registered; its name is final)."""
+
+    __tablename__ = "data_domain"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    options: Mapped[dict[str, Any]] = mapped_column(JsonType, doc="Kind options, e.g. {normalize: number}")
+    content: Mapped[str] = mapped_column(Text, doc="The seed file as registered (JSON Lines)")
+    sha256: Mapped[str] = mapped_column(String(64))
+    train_rows: Mapped[int] = mapped_column(Integer)
+    eval_rows: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

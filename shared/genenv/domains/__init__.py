@@ -1,36 +1,22 @@
-"""Domain plug-ins, looked up by name. Each module defines ``DOMAIN``, an instance of ``Domain``."""
+"""Task families, looked up by name in the one registry (:mod:`genenv.domains.registry`).
+
+Built-in families each define ``DOMAIN``, an instance of ``Domain``; plug-ins come from the ``genenv.domains``
+entry-point group; data-defined domains are built from a user's seed file (:mod:`genenv.domains.data`).
+"""
 
 from __future__ import annotations
 
-import importlib
-
 from genenv.domains.base import Domain
+from genenv.domains.registry import REGISTRY, UnknownDomainError
 
-_MODULES: dict[str, str] = {
-    "arithmetic": "genenv.domains.arithmetic",
-    "function_calling": "genenv.domains.function_calling",
-    "api_bank": "genenv.domains.api_bank",
-    "qa": "genenv.domains.qa",
-    "alfworld_step": "genenv.domains.alfworld_step",
-    "travel_plan": "genenv.domains.travel_plan",
-}
-
-
-class UnknownDomainError(KeyError):
-    """No domain of that name."""
+__all__ = ["REGISTRY", "Domain", "UnknownDomainError", "domain_names", "get_domain"]
 
 
 def domain_names() -> list[str]:
-    """Names accepted by get_domain."""
-    return sorted(_MODULES)
+    """Names of the built-in and working plug-in domains (data-defined ones are listed from the database)."""
+    return REGISTRY.names()
 
 
 def get_domain(name: str) -> Domain:
-    """The domain plug-in called ``name`` (imported on first use so each process loads only what it needs)."""
-    try:
-        module_name = _MODULES[name]
-    except KeyError:
-        raise UnknownDomainError(f"unknown domain {name!r}; choose from {domain_names()}") from None
-    domain = importlib.import_module(module_name).DOMAIN
-    assert isinstance(domain, Domain)
-    return domain
+    """The built-in or plug-in domain called ``name`` (imported on first use)."""
+    return REGISTRY.get(name)

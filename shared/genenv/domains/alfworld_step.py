@@ -48,7 +48,10 @@ def alfworld_dir(benchmarks_dir: Path | None) -> Path:
         raise DataMissingError("ALFWorld needs settings.paths.benchmarks (folder with alfworld/)")
     root = Path(benchmarks_dir) / "alfworld"
     if not (root / "games_index.jsonl").is_file():
-        raise DataMissingError(f"ALFWorld data not found: expected {root / 'games_index.jsonl'} (see its README.md)")
+        raise DataMissingError(
+            f"ALFWorld data not found: expected {root / 'games_index.jsonl'}; fetch it with `genenv data fetch "
+            "alfworld` or set GENENV_PATHS__BENCHMARKS to a folder holding alfworld/"
+        )
     return root
 
 
@@ -278,7 +281,7 @@ class AlfworldStepDomain(Domain):
         action = canonical_action(expert)
         if action not in commands:
             raise TaskRejected(RejectionReason.INVALID_TASK, "expert_action is not among the admissible commands")
-        return {
+        return self.reject_if_seed({
             "protocol": "generated",
             "goal": goal.strip().rstrip("."),
             "step": 0,
@@ -287,7 +290,13 @@ class AlfworldStepDomain(Domain):
             "admissible_commands": list(dict.fromkeys(commands)),
             "expert_action": action,
             "task_type": (seed.payload.get("task_type") if seed is not None else None),
-        }
+        }, seed)
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """Goal, the observation the agent acts on and the expert action, each in canonical form."""
+        goal = " ".join(str(payload.get("goal", "")).lower().rstrip(".").split())
+        observation = " ".join(_last_observation(payload).split())
+        return json.dumps([goal, observation, canonical_action(str(payload.get("expert_action", "")))])
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """System instructions plus the rendered step."""

@@ -45,7 +45,10 @@ def api_bank_dir(benchmarks_dir: Path | None) -> Path:
         raise DataMissingError("API-Bank needs settings.paths.benchmarks (folder with api_bank/)")
     root = Path(benchmarks_dir) / "api_bank"
     if not (root / "test-data").is_dir() or not (root / "lv1-lv2-samples").is_dir():
-        raise DataMissingError(f"API-Bank data not found under {root} (test-data/ and lv1-lv2-samples/; see README.md)")
+        raise DataMissingError(
+            f"API-Bank data not found under {root} (test-data/ and lv1-lv2-samples/); fetch it with `genenv data "
+            "fetch api_bank` or set GENENV_PATHS__BENCHMARKS to a folder holding api_bank/"
+        )
     return root
 
 
@@ -277,7 +280,7 @@ class ApiBankDomain(Domain):
         turns = dialogue.strip()
         if not turns.rstrip().endswith("Generate API Request:"):
             turns += "\nGenerate API Request:\n"
-        return {
+        return self.reject_if_seed({
             "level": "generated",
             "instruction": INSTRUCTION + _describe(apis),
             "dialogue": turns,
@@ -288,7 +291,12 @@ class ApiBankDomain(Domain):
                 "parameters": specs[call.name],
                 "required": list(specs[call.name]),
             },
-        }
+        }, seed)
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The dialogue and the gold request, whitespace-normalised (the API descriptions may be re-worded)."""
+        dialogue = str(payload.get("dialogue", "")).replace("Generate API Request:", "")
+        return json.dumps([" ".join(dialogue.split()), " ".join(str(payload.get("expected_output", "")).split())])
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """Upstream's instruction (with API descriptions) as system prompt, the dialogue as user turn."""

@@ -32,6 +32,12 @@ EVAL_SHARE_MODULUS = 5
 """An expression is in the eval split iff sha256(canonical form) mod 5 == 0 (≈20 %); identical expressions
 therefore always land in the same split, so an evaluation item can never reappear as a seed."""
 
+HELDOUT_PER_LEVEL = 120
+HELDOUT_SCAN = 4000
+"""The larger held-out split: per level, the first HELDOUT_PER_LEVEL distinct eval-hash expressions among the first
+HELDOUT_SCAN indices. The 1-digit levels have only 100–200 expressions, so they give all of their eval fifth (≈ 20
+each); the rest give 120: ≈ 540 items, never a seed (the same hash rule decides)."""
+
 AGENT_PROMPT = "What is {expression}? Reply with the number only."
 
 
@@ -206,6 +212,25 @@ class ArithmeticDomain(Domain):
                 seeds.append(Seed(id=f"arith-{level.name}-{i:04d}", domain=self.name, payload=payload))
         return seeds
 
+    def heldout_items(self) -> list[Seed]:
+        """The larger held-out split (≥ 500 items, stratified by level; HELDOUT_PER_LEVEL): eval-hash expressions
+        only, so disjoint from every seed by construction."""
+        items: list[Seed] = []
+        seen: set[str] = set()
+        for level in LEVELS:
+            taken = 0
+            for i in range(HELDOUT_SCAN):
+                if taken == HELDOUT_PER_LEVEL:
+                    break
+                payload = make_payload(level_expression(level, i), level.name)
+                canonical = payload["expression"]
+                if canonical in seen or split_of(canonical) != "eval":
+                    continue
+                seen.add(canonical)
+                taken += 1
+                items.append(Seed(id=f"arith-heldout-{level.name}-{i:04d}", domain=self.name, payload=payload))
+        return items
+
     def simulator_messages(
         self, seed: Seed | None, n: int, *, target_success: float | None, stats: tuple[int, int] | None
     ) -> list[ChatMessage]:
@@ -251,7 +276,15 @@ class ArithmeticDomain(Domain):
             raise TaskRejected(RejectionReason.INVALID_TASK, str(exc)) from None
         if payload["operators"] == 0:
             raise TaskRejected(RejectionReason.INVALID_TASK, "no operation: the expression is a bare number")
-        return payload
+        return self.reject_if_seed(payload, seed)
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The expression as the safe parser prints it (`7+8` and `7 + 8` are one task)."""
+        expression = str(payload.get("expression", ""))
+        try:
+            return parse_expression(expression)[0]
+        except UnsafeExpressionError:
+            return expression.strip()
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """The fixed question format the difficulty table was measured with."""

@@ -48,6 +48,22 @@ class Domain(abc.ABC):
         """The measures of ``difficulty_measures`` for one task payload (the default: its JSON size)."""
         return {"task_chars": float(len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False)))}
 
+    #: payload fields that never make two tasks different (ids, bookkeeping); left out of the default canonical form
+    volatile_fields: ClassVar[frozenset[str]] = frozenset({"id", "level", "category", "source"})
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The task in canonical form: two payloads that ask the same thing have the same form (the default: the
+        payload less ``volatile_fields`` as sorted compact JSON; families override it with what the agent sees)."""
+        kept = {k: v for k, v in payload.items() if k not in self.volatile_fields}
+        return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+    def reject_if_seed(self, payload: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
+        """``payload``, or TaskRejected(duplicate) when it is its seed again in canonical form: a variation is
+        never its seed (the simulator applies this to every family's output, plug-ins included)."""
+        if seed is not None and self.canonical_task(payload) == self.canonical_task(seed.payload):
+            raise TaskRejected(RejectionReason.DUPLICATE, "the task repeats its seed (same canonical form)")
+        return payload
+
     @abc.abstractmethod
     def load_seeds(self, benchmarks_dir: Path | None, split: str = "train") -> list[Seed]:
         """Seeds of a split ('train' seeds the simulator; 'eval' is never used as seeds)."""
@@ -64,7 +80,8 @@ class Domain(abc.ABC):
 
     @abc.abstractmethod
     def validate_generation(self, obj: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
-        """Turn the simulator's parsed JSON into a task payload, or raise TaskRejected."""
+        """Turn the simulator's parsed JSON into a task payload, or raise TaskRejected (a repeat of ``seed``
+        included: end with ``return self.reject_if_seed(payload, seed)``)."""
 
     @abc.abstractmethod
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:

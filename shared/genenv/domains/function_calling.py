@@ -62,6 +62,7 @@ MAX_GOLD_CALLS = 6
 MAX_PARAMS = 16
 MAX_ALLOWED_VALUES = 8
 MAX_TASK_JSON_CHARS = 12_000
+MAX_NAME_CHARS = 64
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _COMPILED_CACHE_SIZE = 4096
 
@@ -114,7 +115,7 @@ def bfcl_dir(benchmarks_dir: Path | None) -> Path:
     raise DataMissingError(
         "BFCL data not found: set GENENV_PATHS__BENCHMARKS to a folder holding bfcl/ (looked in "
         f"{[str(c) for c in candidates] or 'nothing: the setting is empty'}), or "
-        "`pip install --no-deps bfcl-eval==2026.3.23`, which ships the data"
+        "`pip install --no-deps bfcl-eval==2026.3.23`, which ships the data (`genenv data fetch bfcl` copies it there)"
     )
 
 
@@ -182,7 +183,15 @@ _PARAM_SCHEMA: dict[str, Any] = {
     },
     "required": ["type", "description"],
 }
+# Written for xgrammar, the one structured-output backend of our vLLM servers and of the local backend (a vLLM
+# engine holds one backend, so every domain's schema must compile there): in its strict mode an array without
+# "items" admits no element, hence the recursive JSON value for a gold call's allowed values.
 TASK_SCHEMA: dict[str, Any] = {
+    "$defs": {"value": {"anyOf": [
+        {"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+        {"type": "array", "items": {"$ref": "#/$defs/value"}},
+        {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+    ]}},
     "type": "object",
     "properties": {
         "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
@@ -193,7 +202,8 @@ TASK_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "pattern": _NAME.pattern, "maxLength": 64},
+                    # No maxLength beside the pattern: xgrammar cannot bound a patterned string (the validator does).
+                    "name": {"type": "string", "pattern": _NAME.pattern},
                     "description": {"type": "string", "maxLength": 500},
                     "parameters": {
                         "type": "object",
@@ -217,17 +227,16 @@ TASK_SCHEMA: dict[str, Any] = {
                 "maxProperties": 1,
                 "additionalProperties": {
                     "type": "object",
-                    "additionalProperties": {"type": "array", "minItems": 1, "maxItems": MAX_ALLOWED_VALUES},
+                    "additionalProperties": {
+                        "type": "array", "minItems": 1, "maxItems": MAX_ALLOWED_VALUES,
+                        "items": {"$ref": "#/$defs/value"},
+                    },
                 },
             },
         },
     },
     "required": ["question", "functions", "ground_truth"],
     "additionalProperties": False,
-    # Compact JSON. The schema's features need vLLM's guidance backend (xgrammar refuses them), which by default lets
-    # the model put any whitespace between tokens: Qwen filled BFCL tasks with runs of spaces (≈ 10 characters per
-    # token) until max_task_tokens cut 10 of 12 generations off. Other backends ignore this key.
-    "x-guidance": {"whitespace_flexible": False},
 }
 """What the simulator writes: the request, the function docs and the gold calls in BFCL possible_answer form."""
 
@@ -242,6 +251,8 @@ def _validate_function(doc: Any) -> None:
     name = doc.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise _reject(f"function name {name!r} is not a (dotted) identifier", RejectionReason.SCHEMA)
+    if len(name) > MAX_NAME_CHARS:
+        raise _reject(f"function name longer than {MAX_NAME_CHARS} characters", RejectionReason.TOO_LONG)
     params = doc.get("parameters")
     if not isinstance(params, dict) or params.get("type") != "dict":
         raise _reject(f"{name}: parameters must be {{'type': 'dict', ...}}", RejectionReason.SCHEMA)
@@ -414,14 +425,18 @@ class FunctionCallingDomain(Domain):
             "functions": functions,
             "ground_truth": ground_truth,
         }
-        if seed is not None and _same_task(payload, seed.payload):
-            raise _reject("the task repeats its seed", RejectionReason.DUPLICATE)
+        self.reject_if_seed(payload, seed)
         if category != IRRELEVANCE:
             verdict = self.verify(payload, gold_answer(payload))
             if not verdict.valid or verdict.score != 1.0:
                 reason = verdict.error.message if verdict.error else verdict.details.get("message", "")
                 raise _reject(f"the gold answer does not pass its own checker: {reason}")
         return payload
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The request text and the gold calls (new function docs around the same request and calls are a repeat)."""
+        question = _question_text(payload.get("messages") or []).strip()
+        return json.dumps([question, payload.get("ground_truth")], sort_keys=True, default=str)
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """BFCL's prompting format: system prompt with the function docs, then the request."""
@@ -478,13 +493,6 @@ def _fits(value: Any, type_name: str) -> bool:
 
 def _question_text(messages: list[Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict) and m.get("role") == "user")
-
-
-def _same_task(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return bool(
-        _question_text(a["messages"]).strip() == _question_text(b.get("messages", [])).strip()
-        and a["ground_truth"] == b.get("ground_truth")
-    )
 
 
 def _difficulty_hint(stats: tuple[int, int] | None, target: float | None) -> str:

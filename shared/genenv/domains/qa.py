@@ -29,6 +29,17 @@ AGENT_PROMPT = (
 )
 
 
+def question_and_answer(obj: Any) -> tuple[str, str]:
+    """A generation's question and answer, stripped (a numeric answer as text), or TaskRejected(SCHEMA)."""
+    question = obj.get("question") if isinstance(obj, dict) else None
+    answer = obj.get("answer") if isinstance(obj, dict) else None
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        answer = str(answer)
+    if not isinstance(question, str) or not isinstance(answer, str):
+        raise TaskRejected(RejectionReason.SCHEMA, "question and answer must be strings")
+    return question.strip(), answer.strip()
+
+
 def is_seed_item(item_id: str) -> bool:
     """Whether a Bamboogle item belongs to the fixed seed fifth."""
     return int.from_bytes(hashlib.sha256(item_id.encode()).digest()[:8], "big") % SEED_MODULUS == 0
@@ -40,7 +51,10 @@ def load_bamboogle(benchmarks_dir: Path | None) -> list[dict[str, Any]]:
         raise DataMissingError("Bamboogle needs settings.paths.benchmarks (folder with bamboogle/)")
     path = Path(benchmarks_dir) / "bamboogle" / "test.jsonl"
     if not path.is_file():
-        raise DataMissingError(f"Bamboogle data not found: expected {path} (see bamboogle/README.md)")
+        raise DataMissingError(
+            f"Bamboogle data not found: expected {path}; fetch it with `genenv data fetch bamboogle` or set "
+            "GENENV_PATHS__BENCHMARKS to a folder holding bamboogle/"
+        )
     items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [{"id": x["id"], "question": x["question"], "golden_answers": list(x["golden_answers"])} for x in items]
 
@@ -97,20 +111,18 @@ class QaDomain(Domain):
 
     def validate_generation(self, obj: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
         """A payload with one gold answer, or TaskRejected (empty, too long, answer given away in the question)."""
-        question = obj.get("question") if isinstance(obj, dict) else None
-        answer = obj.get("answer") if isinstance(obj, dict) else None
-        if isinstance(answer, int | float) and not isinstance(answer, bool):
-            answer = str(answer)
-        if not isinstance(question, str) or not isinstance(answer, str):
-            raise TaskRejected(RejectionReason.SCHEMA, "question and answer must be strings")
-        question, answer = question.strip(), answer.strip()
+        question, answer = question_and_answer(obj)
         if not question or not normalize_answer(answer):
             raise TaskRejected(RejectionReason.EMPTY, "empty question or answer")
         if len(question) > MAX_QUESTION_CHARS or len(answer.split()) > MAX_ANSWER_WORDS:
             raise TaskRejected(RejectionReason.TOO_LONG, "question too long or answer not short")
         if f" {normalize_answer(answer)} " in f" {normalize_answer(question)} ":
             raise TaskRejected(RejectionReason.INVALID_TASK, "the answer appears in the question")
-        return {"question": question, "golden_answers": [answer]}
+        return self.reject_if_seed({"question": question, "golden_answers": [answer]}, seed)
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The SQuAD-normalised question (the same question is a repeat whatever answer it now claims)."""
+        return normalize_answer(str(payload.get("question", "")))
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """The closed-book prompt."""

@@ -89,7 +89,8 @@ def travel_dir(benchmarks_dir: Path | None) -> Path:
     root = Path(benchmarks_dir) / "travelplanner"
     if not (root / "validation.csv").is_file() or not (root / "database").is_dir():
         raise DataMissingError(
-            f"TravelPlanner data not found under {root} (validation.csv and database/; see README.md)"
+            f"TravelPlanner data not found under {root} (validation.csv and database/); fetch it with "
+            "`genenv data fetch travelplanner` or set GENENV_PATHS__BENCHMARKS to a folder holding travelplanner/"
         )
     return root
 
@@ -418,14 +419,26 @@ class TravelPlanDomain(Domain):
             raise TaskRejected(RejectionReason.INVALID_TASK, f"cuisine must be a list drawn from {CUISINES} or null")
         constraint["cuisine"] = cuisine or None
         base = {k: v for k, v in seed.payload.items() if k != "gold_plan"}
-        return {
+        return self.reject_if_seed({
             **base,
             "query": query.strip(),
             "people_number": people,
             "budget": float(budget),
             "local_constraint": constraint,
             "level": "generated",
+        }, seed)
+
+    def canonical_task(self, payload: dict[str, Any]) -> str:
+        """The request: query text, group size, budget and constraints (the reference information is the seed's)."""
+        constraint = payload.get("local_constraint") or {}
+        request = {
+            "query": " ".join(str(payload.get("query", "")).split()),
+            "people_number": payload.get("people_number"),
+            "budget": float(payload.get("budget") or 0.0),
+            "local_constraint": {k: v for k, v in constraint.items() if v is not None}
+            if isinstance(constraint, dict) else constraint,
         }
+        return json.dumps(request, sort_keys=True, default=str)
 
     def agent_messages(self, task: dict[str, Any]) -> list[ChatMessage]:
         """Planner instructions plus reference information and query."""

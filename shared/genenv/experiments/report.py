@@ -1,8 +1,10 @@
 """What an experiment shows: pure functions from ExperimentSeries to numbers, verdicts and a markdown report.
 
-Every uncertainty is a bootstrap interval over replicates (genenv.experiments.stats), every missing number stays
-None (a failed member has fewer epochs, agent_only generates no tasks), and every hypothesis verdict carries a
-one-line reason, so the report can be read without the code. Nothing here does I/O; writer.write_report does.
+Per-mode means carry t intervals over replicates; effects are paired — seed batches by (replicate, epoch, seed),
+per-member measures by replicate (genenv.experiments.paired, genenv.experiments.stats). Epoch 0 is an A/A check,
+never an effect. Every missing number stays None (a failed member has fewer epochs, agent_only generates no
+tasks), and every hypothesis verdict carries a one-line reason, so the report can be read without the code.
+Nothing here does I/O; writer.write_report does.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from typing import Final
 
 from genenv.contracts.experiments import ExperimentSeries, MemberEpoch, MemberSeries
 from genenv.contracts.runs import RunMode
+from genenv.curriculum.reward import in_band
+from genenv.experiments.paired import Dose, PairedComparison, dose_line, doses, paired_comparisons
 from genenv.experiments.stats import (
     DEFAULT_CONFIDENCE,
-    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     METHOD,
     Interval,
-    bootstrap_diff_ci,
-    bootstrap_mean_ci,
+    mean_ci,
     ols_slope,
+    paired_diff_ci,
+    smallest_detectable,
 )
 
 GENENV: Final = RunMode.GENENV.value
@@ -44,8 +48,6 @@ EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("final_heldout_accuracy", "final held-out accuracy", True),
 )
 BASELINES: Final = (RANDOM, STATIC)
-H1_DEADLINE_EPOCH: Final = 2
-"""H1: the band must be entered by epoch index 2 (epochs are 0-based, so within the first three epochs)."""
 _EPS: Final = 1e-9  # band edges are inclusive; floats such as 0.6 − 0.5 must not fall out of the band
 NOT_MEASURED: Final = "not measured"
 
@@ -55,7 +57,6 @@ class Settings:
     """How intervals are made (recorded in report.json and the markdown)."""
 
     confidence: float = DEFAULT_CONFIDENCE
-    n_resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
     method: str = METHOD
 
@@ -90,7 +91,10 @@ class MemberSummary:
 
 @dataclass(frozen=True)
 class Effect:
-    """genenv − baseline on one per-member measure, with an interval over replicates."""
+    """genenv − baseline on one per-member measure: the paired replicate differences (replicate r of both modes
+    shares its seeds) with their t interval; ``genenv`` and ``baseline_value`` are each mode's mean over the same
+    replicates. ``detectable`` is the smallest true difference a paired t test of this many replicates would detect
+    with 80 % power at the observed spread of the differences."""
 
     baseline: str
     measure: str
@@ -98,6 +102,7 @@ class Effect:
     genenv: Interval | None
     baseline_value: Interval | None
     difference: Interval | None
+    detectable: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,12 +125,15 @@ class DataEfficiency:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A hypothesis and whether the data support it: True, False, or None with reason "not measured: …"."""
+    """A hypothesis and what the data say: ``status`` is supported, refuted at this scale, inconclusive (the
+    rules are _tested's), descriptive (a comparison this design cannot test) or not measured; ``holds`` is
+    True/False for supported/refuted and None otherwise."""
 
     hypothesis: str
     statement: str
     holds: bool | None
     reason: str
+    status: str = "not measured"
 
 
 @dataclass(frozen=True)
@@ -142,14 +150,14 @@ class ExperimentResult:
     difficulty_slopes: dict[str, Interval]
     """genenv's slope of each difficulty measure per epoch: mean of the per-replicate OLS slopes, with its interval."""
     verdicts: list[Verdict]
+    paired: list[PairedComparison]
+    """genenv − baseline over paired seed batches of epochs ≥ 1."""
+    aa_checks: list[PairedComparison]
+    """The same at epoch 0, where no simulator has been trained: differences here are noise by construction."""
+    doses: list[Dose]
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers
-
-
-def in_band(p_hat: float, alpha: float, k_min: float) -> bool:
-    """|p̂ − α| ≤ k_min, edges included."""
-    return abs(p_hat - alpha) <= k_min + _EPS
 
 
 def _modes(series: ExperimentSeries) -> list[str]:
@@ -167,7 +175,7 @@ def _metric(e: MemberEpoch, key: str) -> float | None:
 
 
 def _ci(values: Sequence[float], s: Settings) -> Interval | None:
-    return bootstrap_mean_ci(values, s.confidence, s.n_resamples, s.seed) if values else None
+    return mean_ci(values, s.confidence) if values else None
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -177,10 +185,10 @@ def _mean(values: Sequence[float]) -> float | None:
 def _band_path(points: Sequence[tuple[int, float]], alpha: float, k_min: float) -> tuple[int | None, bool, int | None]:
     """(first epoch in band, stayed in band every later point, first epoch it left after entering)."""
     ordered = sorted(points)
-    first = next((ep for ep, p in ordered if in_band(p, alpha, k_min)), None)
+    first = next((ep for ep, p in ordered if in_band(p, alpha=alpha, k_min=k_min)), None)
     if first is None:
         return None, False, None
-    left = next((ep for ep, p in ordered if ep > first and not in_band(p, alpha, k_min)), None)
+    left = next((ep for ep, p in ordered if ep > first and not in_band(p, alpha=alpha, k_min=k_min)), None)
     return first, left is None, left
 
 
@@ -212,11 +220,6 @@ def _epoch_stats(members: Sequence[MemberSeries], s: Settings) -> list[EpochStat
     return out
 
 
-def mean_curve(stats: Sequence[EpochStats], key: str) -> list[tuple[int, float]]:
-    """(epoch, mean over replicates) of one per-epoch metric, where any replicate has it."""
-    return [(st.epoch, iv.estimate) for st in stats if (iv := st.metrics.get(key)) is not None]
-
-
 # ------------------------------------------------------------------------------------------------------ per member
 
 
@@ -246,16 +249,27 @@ def _member_values(members: Sequence[MemberSummary], mode: str, key: str) -> lis
     return [v for m in members if m.mode == mode and (v := getattr(m, key)) is not None]
 
 
+def _by_replicate(members: Sequence[MemberSummary], mode: str, key: str) -> dict[int, float]:
+    return {m.replicate: float(v) for m in members if m.mode == mode and (v := getattr(m, key)) is not None}
+
+
 def _effects(members: Sequence[MemberSummary], modes: Sequence[str], s: Settings) -> list[Effect]:
     if GENENV not in modes:
         return []
     out: list[Effect] = []
     for baseline in (b for b in BASELINES if b in modes):
         for key, _, higher in EFFECT_MEASURES:
-            g = _member_values(members, GENENV, key)
-            b = _member_values(members, baseline, key)
-            diff = bootstrap_diff_ci(g, b, s.confidence, s.n_resamples, s.seed) if g and b else None
-            out.append(Effect(baseline, key, higher, _ci(g, s), _ci(b, s), diff))
+            g, b = _by_replicate(members, GENENV, key), _by_replicate(members, baseline, key)
+            both = sorted(set(g) & set(b))  # a replicate whose partner failed has no pair and is left out
+            ga, ba = [g[r] for r in both], [b[r] for r in both]
+            diff = paired_diff_ci(ga, ba, s.confidence, s.seed) if both else None
+            sd = None
+            if len(both) >= 2:
+                d = [x - y for x, y in zip(ga, ba, strict=True)]
+                mean = sum(d) / len(d)
+                sd = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
+            detectable = smallest_detectable(sd, len(both), s.confidence) if sd is not None else None
+            out.append(Effect(baseline, key, higher, _ci(ga, s), _ci(ba, s), diff, detectable))
     return out
 
 
@@ -286,76 +300,96 @@ def _band_text(alpha: float, k_min: float) -> str:
     return f"[{alpha - k_min:.3f}, {alpha + k_min:.3f}]"
 
 
-def _h1(series: ExperimentSeries, per_epoch: dict[str, list[EpochStats]]) -> Verdict:
-    statement = f"genenv's mean p̂ enters the α band by epoch {H1_DEADLINE_EPOCH} and stays in it"
-    curve = mean_curve(per_epoch.get(GENENV, []), "p_hat")
-    if not curve:
-        return Verdict("H1", statement, None, f"{NOT_MEASURED}: no genenv p̂")
-    band = _band_text(series.alpha, series.k_min)
-    first, stayed, left = _band_path(curve, series.alpha, series.k_min)
-    if first is None:
-        closest = min(curve, key=lambda pt: abs(pt[1] - series.alpha))
-        return Verdict(
-            "H1", statement, False, f"mean p̂ never entered {band} (closest {closest[1]:.3f} at epoch {closest[0]})"
-        )
-    if first > H1_DEADLINE_EPOCH:
-        return Verdict("H1", statement, False, f"mean p̂ first entered {band} at epoch {first} (> {H1_DEADLINE_EPOCH})")
-    if not stayed and left is not None:
-        return Verdict(
-            "H1",
-            statement,
-            False,
-            f"mean p̂ entered {band} at epoch {first} but left at epoch {left} ({dict(curve)[left]:.3f})",
-        )
-    return Verdict(
-        "H1", statement, True, f"mean p̂ entered {band} at epoch {first} and stayed through epoch {curve[-1][0]}"
-    )
-
-
 def _find_effect(effects: Sequence[Effect], baseline: str, measure: str) -> Effect | None:
     return next((e for e in effects if e.baseline == baseline and e.measure == measure), None)
 
 
-def _h2(effects: Sequence[Effect]) -> Verdict:
-    statement = "the interval of genenv − random_simulator mean in-band share lies above 0"
-    effect = _find_effect(effects, RANDOM, "mean_in_band_share")
-    if effect is None or effect.difference is None:
-        return Verdict("H2", statement, None, f"{NOT_MEASURED}: needs in-band shares of genenv and random_simulator")
-    d = effect.difference
-    if d.n < 2 or (d.n_baseline or 0) < 2:
-        return Verdict(
-            "H2",
-            statement,
-            None,
-            f"{NOT_MEASURED}: an interval needs ≥ 2 replicates per mode (n = {d.n}, {d.n_baseline})",
-        )
-    text = f"difference {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
-    if d.low > 0:
-        return Verdict("H2", statement, True, f"{text} lies above 0")
-    return Verdict("H2", statement, False, f"{text} does not lie above 0")
+def _find_paired(paired: Sequence[PairedComparison], baseline: str) -> PairedComparison | None:
+    return next((c for c in paired if c.baseline == baseline), None)
 
 
-def _h3(members: Sequence[MemberSummary], efficiency: DataEfficiency) -> Verdict:
-    statement = (
-        "final held-out accuracy genenv ≥ static_augmentation ≥ random_simulator (means), and genenv reaches "
-        "static_augmentation's final accuracy with no more generated tasks"
-    )
-    finals = {m: _mean(_member_values(members, m, "final_heldout_accuracy")) for m in (GENENV, STATIC, RANDOM)}
-    missing = [m for m, v in finals.items() if v is None]
-    if missing:
-        return Verdict("H3", statement, None, f"{NOT_MEASURED}: no final held-out accuracy for {', '.join(missing)}")
-    g, st, r = (finals[GENENV] or 0.0), (finals[STATIC] or 0.0), (finals[RANDOM] or 0.0)
-    order = g >= st - _EPS and st >= r - _EPS
+def _iv_text(iv: Interval) -> str:
+    p = "" if iv.p_value is None else f", p = {iv.p_value:.3g}"
+    return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]{p}"
+
+
+SMALLEST_EFFECT: Final[dict[str, float]] = {"H1": 0.02, "H2": 0.05, "H4": 0.02}
+"""The smallest effect of interest of each tested hypothesis (docs/experiments/preregistration.md): |p̂ − α| and
+the frontier-signed p̂ in units of p̂, the in-band share as a share of seed batches."""
+
+
+def _tested(hypothesis: str, statement: str, c: PairedComparison | None, key: str, higher: bool, what: str,
+            context: str, dosed: bool) -> Verdict:
+    """The pre-registered rule. supported: the interval lies on the predicted side of 0 and every replicate's
+    estimate has the predicted sign; refuted at this scale: the interval excludes an effect as large as the
+    smallest effect of interest in the predicted direction; inconclusive otherwise — and always without a dose
+    (a simulator never trained before it wrote tasks makes this an A/A comparison)."""
+    iv: Interval | None = None if c is None else getattr(c, key)
+    if c is None or iv is None:
+        return Verdict(hypothesis, statement, None, f"{NOT_MEASURED}: {what}", "not measured")
+    text = f"{_iv_text(iv)}{context}"
+    if not dosed:
+        return Verdict(hypothesis, statement, None, f"no trained simulator wrote tasks, so this compares a process "
+                       f"with itself: {text}", "inconclusive")
+    sign = 1.0 if higher else -1.0
+    lo, hi = (iv.low, iv.high) if higher else (-iv.high, -iv.low)  # the effect in the predicted direction
+    reps = [getattr(r, key) * sign for r in c.per_replicate]  # ReplicateEffect names its fields like the comparison
+    if lo > 0 and all(r > 0 for r in reps):
+        return Verdict(hypothesis, statement, True, text, "supported")
+    smallest = SMALLEST_EFFECT[hypothesis]
+    if hi < smallest:
+        return Verdict(hypothesis, statement, False,
+                       f"{text}: an effect of {smallest} in the predicted direction lies outside the interval",
+                       "refuted at this scale")
+    why = "the interval contains 0" if lo <= 0 else "a replicate goes the other way"
+    return Verdict(hypothesis, statement, None, f"{text}: {why}", "inconclusive")
+
+
+def _per_rep(c: PairedComparison, key: str) -> str:
+    return "; per replicate " + ", ".join(f"r{r.replicate} {getattr(r, key):+.3f}" for r in c.per_replicate)
+
+
+def _h1(paired: Sequence[PairedComparison], dosed: bool) -> Verdict:
+    statement = ("genenv's seed batches sit closer to α than random_simulator's on the same seeds "
+                 "(paired |p̂ − α|, epochs ≥ 1; below 0 supports)")
+    c = _find_paired(paired, RANDOM)
+    return _tested("H1", statement, c, "abs_gap_diff", False,
+                   "needs paired genenv and random_simulator seed batches after epoch 0",
+                   "" if c is None else f" over {c.pairs} pairs" + _per_rep(c, "abs_gap_diff"), dosed)
+
+
+def _h2(paired: Sequence[PairedComparison], dosed: bool) -> Verdict:
+    statement = ("genenv's seed batches are in the α band more often than random_simulator's on the same seeds "
+                 "(paired in-band share, epochs ≥ 1; above 0 supports; p from McNemar's exact test)")
+    c = _find_paired(paired, RANDOM)
+    context = "" if c is None else (
+        f" over {c.pairs} pairs ({c.genenv_only_in_band} in band only under genenv, {c.baseline_only_in_band} only "
+        f"under random_simulator)" + _per_rep(c, "in_band_diff"))
+    return _tested("H2", statement, c, "in_band_diff", True,
+                   "needs paired genenv and random_simulator seed batches after epoch 0", context, dosed)
+
+
+def _h3(series: ExperimentSeries, effects: Sequence[Effect], efficiency: DataEfficiency) -> Verdict:
+    statement = ("final held-out accuracy genenv ≥ static_augmentation ≥ random_simulator (descriptive: paired "
+                 "replicate differences, with the smallest difference this many replicates could detect)")
+    if not series.agent_trains:
+        return Verdict("H3", statement, None, f"{NOT_MEASURED}: the agent is frozen (agent.train = false)",
+                       "not measured")
+    parts = []
+    for baseline in (STATIC, RANDOM):
+        e = _find_effect(effects, baseline, "final_heldout_accuracy")
+        if e is not None and e.difference is not None:
+            sde = "–" if e.detectable is None else f"{e.detectable:.3f}"
+            parts.append(f"genenv − {baseline} {_iv_text(e.difference)} (n = {e.difference.n}; detectable ≈ {sde})")
+    if not parts:
+        return Verdict("H3", statement, None, f"{NOT_MEASURED}: no paired final held-out accuracies", "not measured")
     rows = {row.mode: row for row in efficiency.rows}
-    g_tasks, s_tasks = rows[GENENV].generated_tasks, rows[STATIC].generated_tasks
-    means = f"means {g:.3f} / {st:.3f} / {r:.3f}"
-    if g_tasks is None or s_tasks is None:
-        efficient = False
-        tasks = "genenv never reached the target" if g_tasks is None else "static_augmentation has no task count"
-    else:
-        efficient = g_tasks <= s_tasks + _EPS
-        tasks = f"tasks to target {g_tasks:.0f} (genenv) vs {s_tasks:.0f} (static_augmentation)"
-    return Verdict("H3", statement, order and efficient, f"{means}{'' if order else ' (order broken)'}; {tasks}")
+    if GENENV in rows and STATIC in rows and efficiency.target is not None:
+        g, st = rows[GENENV].generated_tasks, rows[STATIC].generated_tasks
+        parts.append("genenv never reached static_augmentation's final accuracy" if g is None else
+                     f"tasks to static_augmentation's final accuracy {g:.0f} (genenv) vs "
+                     f"{'–' if st is None else f'{st:.0f}'}")
+    return Verdict("H3", statement, None, "; ".join(parts), "descriptive")
 
 
 def _difficulty_slopes(series: ExperimentSeries, s: Settings) -> dict[str, Interval]:
@@ -370,25 +404,22 @@ def _difficulty_slopes(series: ExperimentSeries, s: Settings) -> dict[str, Inter
             if slope is not None:
                 slopes.append(slope)
         if slopes:
-            out[measure] = bootstrap_mean_ci(slopes, s.confidence, s.n_resamples, s.seed)
+            out[measure] = mean_ci(slopes, s.confidence)
     return out
 
 
-def _h4(series: ExperimentSeries, per_epoch: dict[str, list[EpochStats]], slopes: dict[str, Interval]) -> Verdict:
-    statement = "genenv's difficulty measures rise over epochs (slope > 0) while its mean p̂ stays in the band"
-    curve = mean_curve(per_epoch.get(GENENV, []), "p_hat")
-    if not slopes or not curve:
-        what = "difficulty measures over ≥ 2 epochs" if not slopes else "p̂"
-        return Verdict("H4", statement, None, f"{NOT_MEASURED}: no genenv {what}")
-    first, stayed, _ = _band_path(curve, series.alpha, series.k_min)
-    rising = all(iv.estimate > 0 for iv in slopes.values())
-    parts = [f"{k} {iv.estimate:+.3f}/epoch [{iv.low:+.3f}, {iv.high:+.3f}]" for k, iv in slopes.items()]
-    band = (
-        "p̂ never in band"
-        if first is None
-        else (f"p̂ in band from epoch {first}" if stayed else f"p̂ entered the band at epoch {first} but left it")
-    )
-    return Verdict("H4", statement, rising and first is not None and stayed, f"slopes {'; '.join(parts)}; {band}")
+def _h4(paired: Sequence[PairedComparison], dosed: bool) -> Verdict:
+    statement = ("difficulty moves toward the agent's frontier: on the same seeds genenv's tasks are easier than "
+                 "random_simulator's where the pair's p̂ is below α and harder where it is above (the "
+                 "frontier-signed p̂ difference, epochs ≥ 1; above 0 supports)")
+    c = _find_paired(paired, RANDOM)
+    context = ""
+    if c is not None:
+        sides = [f"{name} {_iv_text(iv)} (n = {iv.n})" for name, iv in
+                 (("below α", c.below_alpha), ("above α", c.above_alpha)) if iv is not None]
+        context = f" over {c.pairs} pairs; p̂ difference {'; '.join(sides)}" + _per_rep(c, "toward_frontier")
+    return _tested("H4", statement, c, "toward_frontier", True,
+                   "needs paired genenv and random_simulator seed batches after epoch 0", context, dosed)
 
 
 # ------------------------------------------------------------------------------------------------------------ main
@@ -403,11 +434,15 @@ def analyse(series: ExperimentSeries, settings: Settings | None = None) -> Exper
     effects = _effects(members, modes, s)
     efficiency = _data_efficiency(per_epoch, members)
     slopes = _difficulty_slopes(series, s)
+    paired, checks = paired_comparisons(series, [b for b in BASELINES if b in modes], s.confidence)
+    member_doses = doses(series)
+    # A comparison with a simulator that was never trained before it wrote tasks is an A/A comparison.
+    dosed = any(d.used_updates > 0 for d in member_doses)
     verdicts = [
-        _h1(series, per_epoch),
-        _h2(effects),
-        _h3(members, efficiency),
-        _h4(series, per_epoch, slopes),
+        _h1(paired, dosed),
+        _h2(paired, dosed),
+        _h3(series, effects, efficiency),
+        _h4(paired, dosed),
     ]
     return ExperimentResult(
         settings=s,
@@ -419,6 +454,9 @@ def analyse(series: ExperimentSeries, settings: Settings | None = None) -> Exper
         data_efficiency=efficiency,
         difficulty_slopes=slopes,
         verdicts=verdicts,
+        paired=paired,
+        aa_checks=checks,
+        doses=member_doses,
     )
 
 
@@ -481,6 +519,46 @@ def _category_table(result: ExperimentResult) -> list[str]:
     return ["", "### Held-out accuracy by category (last epoch with categories)", "", *_table(header, rows)]
 
 
+def _paired_rows(comparisons: Sequence[PairedComparison]) -> list[list[str]]:
+    rows = []
+    for c in comparisons:
+        p = c.in_band_diff.p_value if c.in_band_diff is not None else None
+        rows.append([
+            c.baseline, c.epochs, str(c.pairs), f"{_fmt(c.in_band_genenv)} vs {_fmt(c.in_band_baseline)}",
+            _fmt_iv(c.in_band_diff, signed=True) + ("" if p is None else f" (McNemar p = {p:.3g})"),
+            _fmt_iv(c.abs_gap_diff, signed=True), _fmt_iv(c.toward_frontier, signed=True),
+            _fmt_iv(c.below_alpha, signed=True), _fmt_iv(c.above_alpha, signed=True),
+        ])
+    return rows
+
+
+def _paired_section(result: ExperimentResult) -> list[str]:
+    header = ["baseline", "epochs", "pairs", "in-band share (genenv vs baseline)", "in-band difference",
+              "Δ|p̂ − α| (below 0: genenv closer)", "toward the frontier (above 0)",
+              "Δp̂ where pair below α (expect > 0)", "Δp̂ where pair above α (expect < 0)"]
+    lines = ["", "## Paired seed batches (genenv − baseline on the same replicate, epoch and seed)", ""]
+    if not result.paired and not result.aa_checks:
+        return [*lines, f"{NOT_MEASURED}: needs genenv and a baseline with scored seed batches."]
+    lines += _table(header, _paired_rows([*result.aa_checks, *result.paired]))
+    lines += ["", "Epochs '0' is the A/A check: no simulator has been trained yet, so its differences are noise by "
+              "construction and an interval there that excludes 0 is a false alarm of the method.", ""]
+    reps = [[c.baseline, str(r.replicate), str(r.pairs), f"{r.in_band_diff:+.3f}", f"{r.abs_gap_diff:+.3f}",
+             f"{r.toward_frontier:+.3f}"] for c in result.paired for r in c.per_replicate]
+    if reps:
+        lines += ["Per replicate (epochs ≥ 1; training randomness between replicates is not in the pooled "
+                  "intervals, so look for the same sign in each):", ""]
+        lines += _table(["baseline", "replicate", "pairs", "in-band difference", "Δ|p̂ − α|",
+                         "toward the frontier"], reps)
+    return lines
+
+
+def _dose_section(result: ExperimentResult) -> list[str]:
+    if not result.doses:
+        return []
+    return ["", "## Dose (genenv's simulator updates that later wrote tasks)", "",
+            *(f"- {dose_line(d)}" for d in result.doses)]
+
+
 def _measure_label(key: str) -> str:
     return next((label for k, label, _ in EFFECT_MEASURES if k == key), key)
 
@@ -503,10 +581,12 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         f"- α = {series.alpha:.3f}, k_min = {series.k_min:.3f} (band {_band_text(series.alpha, series.k_min)}); "
         f"epochs = {series.epochs}",
         f"- modes: {', '.join(result.modes) or '–'}; replicates per mode: {reps_text}",
-        f"- intervals: {conf} {s.method} bootstrap over replicates (n = replicates; {s.n_resamples} resamples, "
-        f"seed {s.seed}). With few replicates percentile intervals are optimistic (too narrow); a zero-width "
-        "interval from one replicate states no uncertainty. Cells show mean [low, high]; (n = k) marks cells with "
-        "fewer replicates than the mode has.",
+        f"- intervals: {conf} Student-t intervals. Per-mode cells: over replicates (n = replicates); effects: "
+        "paired — per-member measures by replicate (replicate r of every mode draws the same seeds), seed batches "
+        "by (replicate, epoch, seed), with the paired permutation test's p (McNemar's exact test for in-band "
+        "share). Epoch 0 is an A/A check (no simulator trained yet) and is left out of every effect. A zero-width "
+        "interval (one replicate, or no spread) states no uncertainty. Cells show mean [low, high]; (n = k) marks "
+        "cells with fewer replicates than the mode has.",
     ]
     if series.difficulty_measures:
         lines.append(
@@ -518,7 +598,7 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         lines += _epoch_table(result.per_epoch[mode], result.replicates[mode])
     lines += _category_table(result)
 
-    lines += ["", "## Effects (genenv − baseline, per-member measures)", ""]
+    lines += ["", "## Effects (genenv − baseline, per-member measures, paired by replicate)", ""]
     if result.effects:
         rows = [
             [
@@ -526,13 +606,19 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
                 _measure_label(e.measure) + ("" if e.higher_is_better else " (lower is better)"),
                 _fmt_iv(e.genenv),
                 _fmt_iv(e.baseline_value),
-                _fmt_iv(e.difference, signed=True),
+                _fmt_iv(e.difference, signed=True) + ("" if e.difference is None or e.difference.p_value is None
+                                                       else f" (p = {e.difference.p_value:.3g}, n = {e.difference.n})"),
+                _fmt(e.detectable),
             ]
             for e in result.effects
         ]
-        lines += _table(["baseline", "measure", "genenv", "baseline", "difference"], rows)
+        lines += _table(["baseline", "measure", "genenv", "baseline", "paired difference", "detectable (80 %)"],
+                        rows)
     else:
         lines.append(f"{NOT_MEASURED}: needs genenv and random_simulator or static_augmentation members.")
+
+    lines += _paired_section(result)
+    lines += _dose_section(result)
 
     de = result.data_efficiency
     lines += ["", "## Data efficiency", ""]
@@ -551,10 +637,7 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         lines += _table(["mode", "epoch", "generated tasks", "held-out acc."], rows)
 
     lines += ["", "## Hypotheses", ""]
-    verdict_rows = [
-        [v.hypothesis, v.statement, {True: "holds", False: "fails", None: NOT_MEASURED}[v.holds], v.reason]
-        for v in result.verdicts
-    ]
+    verdict_rows = [[v.hypothesis, v.statement, v.status, v.reason] for v in result.verdicts]
     lines += _table(["", "hypothesis", "verdict", "why"], verdict_rows)
 
     if result.members:
@@ -591,8 +674,8 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
     if figures:
         lines += ["", "## Figures", ""]
         lines += [
-            f"Lines: mean over replicates; shading (error bars in the data-efficiency figure): {conf} {s.method} "
-            "bootstrap interval over replicates.",
+            f"Lines: mean over replicates; shading (error bars in the data-efficiency figure): {conf} t interval "
+            "over replicates.",
             "",
         ]
         for i, name in enumerate(figures, start=1):

@@ -31,10 +31,14 @@ def result_json(series: ExperimentSeries, result: ExperimentResult, figures: lis
             "alpha": series.alpha,
             "k_min": series.k_min,
             "epochs": series.epochs,
+            "agent_trains": series.agent_trains,
             "heldout_benchmark": series.heldout_benchmark,
             "difficulty_measures": dict(series.difficulty_measures),
         },
         "result": dataclasses.asdict(result),
+        # The rows every number is computed from: per member its closed epochs, its seed batches (seed, k, n, p̂,
+        # in band, difficulty) and its training jobs (pool, steps, examples, KL, tasks its adapter wrote later).
+        "members": [m.model_dump(mode="json") for m in series.members],
         "figures": figures,
         "mode_colours": dict(MODE_COLOURS),
     }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
+import socket
 from asyncio import TimerHandle
 from typing import Any
 
@@ -47,7 +49,8 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Start the header deadline with the connection."""
+        """Turn Nagle off and start the header deadline with the connection."""
+        set_nodelay(transport)
         super().connection_made(transport)
         self._arm_header_deadline()
 
@@ -68,6 +71,21 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
             self._arm_header_deadline()
 
 
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """TCP_NODELAY on a TCP connection, whatever the listening socket and event loop.
+
+    asyncio sets it on accepted sockets only when the socket's ``proto`` is IPPROTO_TCP, and uvicorn's
+    ``--workers N`` path binds its listener with ``socket.socket(family)`` (proto 0; Kludex/uvicorn#3149), so with the
+    stdlib loop every accepted connection kept Nagle's algorithm on. A response is two writes (headers, body): the
+    body then waited for the client's delayed ACK, ~40 ms on Linux, on every keep-alive request. uvloop sets the
+    option itself, which is why environments with uvloop never showed it.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):  # a connection already reset by its peer
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def serve(app: FastAPI, settings: GenEnvSettings, *, host: str, port: int) -> None:
     """Set up logging from settings and serve ``app`` until SIGINT/SIGTERM (one process, one event loop)."""
     import uvicorn
@@ -81,6 +99,7 @@ def serve(app: FastAPI, settings: GenEnvSettings, *, host: str, port: int) -> No
         port=port,
         log_config=None,  # our handler (text or JSON, with request ids) instead of uvicorn's
         http=protocol,
+        loop=settings.http.loop,
         timeout_keep_alive=settings.http.keep_alive_s,
     )
 
@@ -104,6 +123,7 @@ def serve_workers(factory: str, settings: GenEnvSettings, *, host: str, port: in
         port=port,
         log_config=None,
         http=f"{__name__}:HeaderTimeoutProtocol",
+        loop=settings.http.loop,
         timeout_keep_alive=settings.http.keep_alive_s,
     )
 

@@ -37,7 +37,9 @@ def vllm_api_key(settings: GenEnvSettings) -> str | None:
 def build_local_backend(settings: GenEnvSettings, *, seed: int = 0) -> LocalBackend:
     """The transformers+peft backend on the configured base model (loaded lazily on first request)."""
     model = resolve_model(settings.inference.base_model, settings.paths.model_cache)
-    return LocalBackend(model, seed=seed, max_batch=settings.inference.local_max_batch)
+    inference = settings.inference
+    return LocalBackend(model, seed=seed, max_batch=inference.local_max_batch, device=inference.local_device,
+                        dtype=inference.local_dtype)
 
 
 def build_backend(settings: GenEnvSettings, role: Role, *, seed: int = 0) -> InferenceBackend:

@@ -15,13 +15,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 import httpx
 
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+STRUCTURED_OUTPUTS_BACKEND = "xgrammar"
+"""Guided decoding's grammar engine on every vLLM server we start (deploy/vllm/launch.sh too)."""
 ALLOWED_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """--max-lora-rank values vLLM 0.32 accepts."""
 
@@ -85,6 +88,14 @@ def build_command(cfg: VLLMServerConfig, python: str = sys.executable) -> list[s
         # GRPO's old log-probs must be those of the distribution actually sampled (temperature applied), not the
         # raw T = 1 model (METHOD.md, agent update); the trainer scales its logits by 1/T to match.
         "--logprobs-mode", "processed_logprobs",
+        # A vLLM engine compiles every request's JSON schema with ONE backend, the one the first guided request
+        # picked ("auto" = xgrammar unless the schema needs guidance): a server that first saw arithmetic's schema
+        # then answered BFCL's with HTTP 500. Pinned, the backend no longer depends on request order; it is the one
+        # the local backend uses too, and every built-in domain's schema compiles there (tests/unit/domains).
+        "--structured-outputs-config.backend", STRUCTURED_OUTPUTS_BACKEND,
+        # Compact JSON, as the local backend writes it: with free whitespace between JSON tokens Qwen filled BFCL
+        # tasks with runs of spaces until max_task_tokens cut 10 of 12 generations off.
+        "--structured-outputs-config.disable_any_whitespace", "true",
     ]  # fmt: skip
     dtype = cfg.dtype
     if dtype == "auto" and cfg.cpu:
@@ -134,12 +145,71 @@ def wait_healthy(
     while time.monotonic() - start < timeout_s:
         code = proc.poll()
         if code is not None:
-            raise LaunchError(f"vLLM exited with code {code} before becoming healthy")
+            raise LaunchError(f"the server exited with code {code} before becoming healthy")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}{path}", timeout=2.0).status_code == 200:
                 return time.monotonic() - start
         time.sleep(poll_s)
-    raise LaunchError(f"vLLM at {url} not healthy after {timeout_s:.0f} s")
+    raise LaunchError(f"the server at {url} is not healthy after {timeout_s:.0f} s")
+
+
+@dataclass(frozen=True)
+class Started:
+    """A server process that answered its health probe: its URL and the seconds it took to get there."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    seconds: float
+
+    @property
+    def port(self) -> int:
+        """The port in ``url``."""
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@contextlib.contextmanager
+def started(
+    argv: Sequence[str],
+    url: str,
+    *,
+    path: str = "/health",
+    timeout_s: float = 600.0,
+    poll_s: float = 1.0,
+    log: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stop_timeout_s: float = 60.0,
+) -> Iterator[Started]:
+    """Run ``argv`` (in a session of its own, output to ``log`` or inherited) until ``url + path`` answers 200;
+    yield it, then SIGTERM its process group (SIGKILL after ``stop_timeout_s``). LaunchError names the log."""
+    out = log.open("wb") if log is not None else None
+    try:
+        # A session of its own: the stop reaches the server's helpers too (vLLM's engine core, uvicorn's workers).
+        proc = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT if out is not None else None, start_new_session=True)
+    finally:
+        if out is not None:
+            out.close()  # the child holds its own copy
+    try:
+        try:
+            seconds = wait_healthy(url, proc, timeout_s=timeout_s, poll_s=poll_s, path=path)
+        except LaunchError as exc:
+            raise LaunchError(f"{exc}; see {log}" if log is not None else str(exc)) from None
+        yield Started(proc, url, seconds)
+    finally:
+        stop_group(proc, timeout_s=stop_timeout_s)
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, timeout_s: float = 60.0) -> None:
+    """SIGTERM the process group ``proc`` leads and reap it; SIGKILL the group if it outlives ``timeout_s``."""
+    with contextlib.suppress(ProcessLookupError):  # it may have exited already
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _die_with_parent() -> None:

@@ -8,10 +8,19 @@ loaded into one PeftModel on first use (or eagerly by ``load_adapter``, the in-p
 ``/v1/load_lora_adapter``). Generation runs in one worker thread so the event loop stays free; requests that
 arrive together are decoded as one left-padded batch per adapter.
 
+Device: ``device="auto"`` runs on CUDA when torch sees a GPU (bf16 there with ``dtype="auto"``), else on the CPU
+(bf16 on CPUs that compute it natively). Each decoding step picks every row's token in one batched computation and
+brings the chosen tokens and their log-probs to the host in one transfer: the host needs them anyway (end of
+sequence, stop strings, the grammar matcher), but not one synchronisation per row and per value.
+
 Reproducibility: request i (in submission order) samples with its own ``torch.Generator`` seeded
-``seed + i``, so a batch's composition does not change what a request samples. Log-probabilities are those
-of the distribution each token was sampled from (temperature and grammar mask applied; greedy: the model's own),
-the convention the launcher asks vLLM for (``--logprobs-mode processed_logprobs``) and the trainer's ratio uses.
+``seed + i``, so a batch's composition does not change what a request samples. A sampled token is
+argmax(p / q) with q ~ Exp(1) drawn from the request's generator, which is exactly what ``torch.multinomial(p, 1)``
+computes, so on the CPU the batched step samples the same tokens as the per-row loop it replaced (tested); on CUDA
+the generator's stream differs from the CPU's, so a seed reproduces on the same kind of device only.
+Log-probabilities are those of the distribution each token was sampled from (temperature and grammar mask
+applied; greedy: the model's own), the convention the launcher asks vLLM for (``--logprobs-mode
+processed_logprobs``) and the trainer's ratio uses.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from genenv.contracts.tasks import ChatMessage
-from genenv.inference.base import Completion, InferenceError
+from genenv.hardware import DeviceSetting, DtypeSetting, resolve_device, resolve_dtype
+from genenv.inference.base import GREEDY, Completion, InferenceError, SamplingParams
 
 
 @dataclass
@@ -56,14 +66,20 @@ class LocalBackend:
         adapters: Mapping[str, str | Path] | None = None,
         seed: int = 0,
         max_batch: int = 8,
-        dtype: str = "bfloat16",
+        dtype: DtypeSetting = "auto",
+        device: DeviceSetting = "auto",
         num_threads: int | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.server_id = f"local:{self.model_path}"
         self._registry: dict[str, str] = {k: str(v) for k, v in (adapters or {}).items()}
         self._max_batch = max_batch
-        self._dtype = dtype
+        self._dtype_setting: DtypeSetting = dtype
+        self._device_setting: DeviceSetting = device
+        self.device: str | None = None
+        """'cpu' or 'cuda' once the model is loaded."""
+        self.dtype: str | None = None
+        """'bfloat16' or 'float32' once the model is loaded."""
         self._num_threads = num_threads
         self._counter = itertools.count(seed)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genenv-local")
@@ -78,62 +94,32 @@ class LocalBackend:
         self._grammar_compiler: Any = None
         self._grammars: dict[str, Any] = {}
         self._vocab_size = 0
+        self._bit_shifts: Any = None
 
     # ---- protocol -------------------------------------------------------------------------------------------
 
     async def chat(
-        self,
-        messages: list[ChatMessage],
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        json_schema: dict[str, Any] | None = None,
-        stop: list[str] | None = None,
+        self, messages: list[ChatMessage], *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> Completion:
         """One chat completion (always with token ids and logprobs)."""
         await self._run(self._ensure_loaded)
         prompt = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        schema = None if json_schema is None else json.dumps(json_schema, sort_keys=True)
-        return await self._submit(str(prompt), adapter, temperature, max_tokens, stop, schema)
+        return await self._submit(str(prompt), adapter, sampling)
 
     async def chat_many(
-        self,
-        messages: list[ChatMessage],
-        n: int,
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        json_schema: dict[str, Any] | None = None,
-        stop: list[str] | None = None,
+        self, messages: list[ChatMessage], n: int, *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> list[Completion]:
         """``n`` samples: n requests, which the dispatcher decodes in one batch (this backend has no prefix
         sharing; it exists for tests and tiny runs)."""
-        return list(
-            await asyncio.gather(
-                *(
-                    self.chat(messages, adapter=adapter, temperature=temperature, max_tokens=max_tokens,
-                              logprobs=logprobs, json_schema=json_schema, stop=stop)
-                    for _ in range(n)
-                )
-            )
-        )
+        return list(await asyncio.gather(*(self.chat(messages, sampling=sampling, adapter=adapter) for _ in range(n))))
 
     async def complete(
-        self,
-        prompt: str,
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        stop: list[str] | None = None,
+        self, prompt: str, *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> Completion:
         """One plain-text completion."""
-        return await self._submit(prompt, adapter, temperature, max_tokens, stop)
+        if sampling.json_schema is not None:
+            raise ValueError("guided decoding (json_schema) is for chat completions only")
+        return await self._submit(prompt, adapter, sampling)
 
     async def aclose(self) -> None:
         """Stop the dispatcher, free the model and the worker thread."""
@@ -172,15 +158,7 @@ class LocalBackend:
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _submit(
-        self,
-        prompt: str,
-        adapter: str | None,
-        temperature: float,
-        max_tokens: int,
-        stop: list[str] | None,
-        json_schema: str | None = None,
-    ) -> Completion:
+    async def _submit(self, prompt: str, adapter: str | None, sampling: SamplingParams) -> Completion:
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._dispatcher is None or self._dispatcher.done():
             # A new event loop (e.g. one asyncio.run per Celery task): the old queue and task belong to the dead one.
@@ -191,13 +169,13 @@ class LocalBackend:
         request = _Request(
             prompt=prompt,
             adapter=adapter,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stop=list(stop or []),
+            temperature=sampling.temperature,
+            max_tokens=sampling.max_tokens,
+            stop=list(sampling.stop),
             seed=next(self._counter),
             submitted=time.perf_counter(),
             future=loop.create_future(),
-            json_schema=json_schema,
+            json_schema=None if sampling.json_schema is None else json.dumps(sampling.json_schema, sort_keys=True),
         )
         self._queue.put_nowait(request)
         return await request.future
@@ -240,10 +218,15 @@ class LocalBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if self._num_threads:
+        device = resolve_device(self._device_setting, name="inference.local_device")
+        dtype = resolve_dtype(self._dtype_setting, device)
+        if self._num_threads and device == "cpu":
             torch.set_num_threads(self._num_threads)
         tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
-        model = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=getattr(torch, self._dtype))
+        # On CUDA the weights go straight to the GPU (device_map) instead of through a full copy in host memory.
+        placement = {"device_map": device} if device == "cuda" else {}
+        model = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=getattr(torch, dtype), **placement)
+        self.device, self.dtype = device, dtype
         model.eval()
         eos = model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -297,14 +280,20 @@ class LocalBackend:
 
         self._ensure_loaded()
         tok = self._tokenizer
+        device = torch.device(self.device or "cpu")
         prompts = [tok(r.prompt, add_special_tokens=False).input_ids for r in requests]
         width = max(len(p) for p in prompts)
         pad = tok.pad_token_id if tok.pad_token_id is not None else next(iter(self._eos_ids))
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        generators = [torch.Generator().manual_seed(r.seed) for r in requests]
         n = len(requests)
+        # Greedy rows divide by 1.0 (the logits unchanged, bit for bit) and never draw from their generator.
+        sampled = [i for i, r in enumerate(requests) if r.temperature > 0.0]
+        generators = {i: torch.Generator(device=device).manual_seed(requests[i].seed) for i in sampled}
+        temperatures = torch.tensor([[r.temperature if r.temperature > 0.0 else 1.0] for r in requests],
+                                    dtype=torch.float32, device=device)
+        greedy = torch.tensor([r.temperature <= 0.0 for r in requests], device=device)
         out_ids: list[list[int]] = [[] for _ in range(n)]
         out_lps: list[list[float]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
@@ -317,21 +306,21 @@ class LocalBackend:
             )
             for _ in range(limit):
                 logits = out.logits[:, -1, :].float()
+                constrained = [i for i, m in enumerate(matchers) if m is not None and finish[i] is None]
+                if constrained:
+                    logits = self._masked(matchers, constrained, logits)
+                live_sampled = [i for i in sampled if finish[i] is None]
+                tokens, logprobs = _pick(logits, temperatures, greedy, {i: generators[i] for i in live_sampled})
+                # The step's one device → host transfer: token ids (exact in float64) and log-probs together.
+                picked = torch.stack((tokens.to(torch.float64), logprobs.to(torch.float64))).tolist()
                 next_tokens = []
                 for i, req in enumerate(requests):
                     if finish[i] is not None:
                         next_tokens.append(pad)
                         continue
-                    row = logits[i] if matchers[i] is None else self._masked(matchers[i], logits[i])
-                    if req.temperature <= 0.0:
-                        token = int(torch.argmax(row))
-                        logprob = float(torch.log_softmax(row, dim=-1)[token])
-                    else:
-                        scaled = row / req.temperature
-                        token = int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generators[i]))
-                        logprob = float(torch.log_softmax(scaled, dim=-1)[token])
+                    token = int(picked[0][i])
                     out_ids[i].append(token)
-                    out_lps[i].append(logprob)
+                    out_lps[i].append(picked[1][i])
                     next_tokens.append(token)
                     finish[i], cut_texts[i] = self._finished(req, out_ids[i])
                     matcher = matchers[i]
@@ -341,10 +330,10 @@ class LocalBackend:
                             finish[i] = "stop"
                 if all(f is not None for f in finish):
                     break
-                attention = torch.cat([attention, torch.ones((n, 1), dtype=attention.dtype)], dim=1)
+                attention = torch.cat([attention, torch.ones((n, 1), dtype=attention.dtype, device=device)], dim=1)
                 positions = positions[:, -1:] + 1
                 out = model(
-                    input_ids=torch.tensor(next_tokens).unsqueeze(1),
+                    input_ids=torch.tensor(next_tokens, device=device).unsqueeze(1),
                     attention_mask=attention,
                     position_ids=positions,
                     past_key_values=out.past_key_values,
@@ -383,15 +372,26 @@ class LocalBackend:
             self._grammars[schema] = self._grammar_compiler.compile_json_schema(schema, any_whitespace=False)
         return xgr.GrammarMatcher(self._grammars[schema])
 
-    def _masked(self, matcher: Any, logits: Any) -> Any:
-        """Logits with every token the grammar forbids next set to -inf."""
+    def _masked(self, matchers: list[Any], rows: list[int], logits: Any) -> Any:
+        """Logits with every token the grammar forbids next set to -inf, for the grammar-constrained ``rows``.
+
+        The bits are unpacked with torch on the logits' device rather than by xgrammar's apply kernel, which on CUDA
+        wants Triton or a compiled extension a GPU machine may lack; the result is the same -inf wherever a bit is 0.
+        """
+        import torch
         import xgrammar as xgr
 
-        bitmask = xgr.allocate_token_bitmask(1, self._vocab_size)
-        matcher.fill_next_token_bitmask(bitmask)
-        row = logits.unsqueeze(0).clone()
-        xgr.apply_token_bitmask_inplace(row, bitmask)
-        return row[0]
+        bitmask = xgr.allocate_token_bitmask(len(rows), self._vocab_size)
+        for k, i in enumerate(rows):
+            matchers[i].fill_next_token_bitmask(bitmask, index=k)
+        if self._bit_shifts is None or self._bit_shifts.device != logits.device:
+            self._bit_shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
+        bits = (bitmask.to(logits.device).unsqueeze(-1) >> self._bit_shifts) & 1  # token 32w + b is bit b of word w
+        allowed = bits.reshape(len(rows), -1)[:, : logits.shape[-1]].bool()
+        index = torch.tensor(rows, device=logits.device)
+        masked = logits.clone()
+        masked[index] = logits[index].masked_fill(~allowed, float("-inf"))
+        return masked
 
     def _finished(self, req: _Request, ids: list[int]) -> tuple[str | None, str | None]:
         """(finish reason, text cut at a stop string) once the request is done, else (None, None)."""
@@ -405,3 +405,25 @@ class LocalBackend:
         if len(ids) >= req.max_tokens:
             return "length", None
         return None, None
+
+
+def _pick(logits: Any, temperatures: Any, greedy: Any, generators: Mapping[int, Any]) -> tuple[Any, Any]:
+    """Each row's next token and its log-probability under the distribution it came from, on the logits' device.
+
+    Greedy rows take the argmax of their logits. A sampled row (those in ``generators``, by row index) takes
+    argmax(softmax(logits / T) / q) with q ~ Exp(1) from its own generator: the exponential race that
+    ``torch.multinomial(p, 1)`` runs, so the same generator state picks the same token, without multinomial's
+    validity checks, each of which waits for the device.
+    """
+    import torch
+
+    scaled = logits / temperatures
+    logp = torch.log_softmax(scaled, dim=-1)
+    tokens = torch.argmax(logits, dim=-1)
+    if generators:
+        race = torch.ones_like(logits)
+        for i, generator in generators.items():
+            race[i] = torch.empty_like(logits[i]).exponential_(1.0, generator=generator)
+        drawn = torch.argmax(torch.softmax(scaled, dim=-1) / race, dim=-1)
+        tokens = torch.where(greedy, tokens, drawn)
+    return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

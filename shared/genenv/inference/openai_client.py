@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from genenv.contracts.tasks import ChatMessage
-from genenv.inference.base import Completion, InferenceError
+from genenv.inference.base import GREEDY, Completion, InferenceError, SamplingParams
 from genenv.settings import InferenceSettings
 
 CONNECT_TIMEOUT_S = 10.0
@@ -55,66 +55,36 @@ class OpenAIBackend:
         return adapter or self._settings.served_model_name
 
     async def chat(
-        self,
-        messages: list[ChatMessage],
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        json_schema: dict[str, Any] | None = None,
-        stop: list[str] | None = None,
+        self, messages: list[ChatMessage], *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> Completion:
-        """One chat completion (``json_schema`` = guided decoding to that schema)."""
-        body = self._chat_body(messages, adapter, temperature, max_tokens, logprobs, json_schema, stop)
+        """One chat completion (``sampling.json_schema`` = guided decoding to that schema)."""
+        body = self._chat_body(messages, adapter, sampling)
         data, latency = await self._post("/v1/chat/completions", body)
-        return _chat_completion(data, _first_choice(data), logprobs, latency)
+        return _chat_completion(data, _first_choice(data), sampling.logprobs, latency)
 
-    def _chat_body(
-        self,
-        messages: list[ChatMessage],
-        adapter: str | None,
-        temperature: float,
-        max_tokens: int,
-        logprobs: bool,
-        json_schema: dict[str, Any] | None,
-        stop: list[str] | None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self._model(adapter),
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if logprobs:
+    def _chat_body(self, messages: list[ChatMessage], adapter: str | None, sampling: SamplingParams) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self._model(adapter), "messages": messages,
+                                "temperature": sampling.temperature, "max_tokens": sampling.max_tokens}
+        if sampling.logprobs:
             body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
-        if json_schema is not None:
+        if sampling.json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "task", "schema": json_schema, "strict": True},
+                "json_schema": {"name": "task", "schema": sampling.json_schema, "strict": True},
             }
-        if stop:
-            body["stop"] = stop
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         return body
 
     async def chat_many(
-        self,
-        messages: list[ChatMessage],
-        n: int,
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        json_schema: dict[str, Any] | None = None,
-        stop: list[str] | None = None,
+        self, messages: list[ChatMessage], n: int, *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> list[Completion]:
         """``n`` samples in one request (OpenAI ``n``): vLLM prefills the prompt once and decodes the n sequences
         side by side. Each choice keeps its own token ids and sampling log-probs; token ids are always asked for,
         so each sample's completion tokens are its own count, not the request's total."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
-        body = self._chat_body(messages, adapter, temperature, max_tokens, logprobs, json_schema, stop)
+        body = self._chat_body(messages, adapter, sampling)
         body.update(n=n, return_token_ids=True)
         data, latency = await self._post("/v1/chat/completions", body)
         choices = data.get("choices")
@@ -127,36 +97,27 @@ class OpenAIBackend:
         prompt_tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
         out = []
         for choice in (by_index[i] for i in range(n)):
-            completion = _chat_completion(data, choice, logprobs, latency)
+            completion = _chat_completion(data, choice, sampling.logprobs, latency)
             # usage counts the request: the prompt once and every choice's tokens; each sample gets its own share
             out.append(replace(completion, prompt_tokens=prompt_tokens, completion_tokens=len(completion.token_ids)))
         return out
 
     async def complete(
-        self,
-        prompt: str,
-        *,
-        adapter: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        logprobs: bool = False,
-        stop: list[str] | None = None,
+        self, prompt: str, *, sampling: SamplingParams = GREEDY, adapter: str | None = None
     ) -> Completion:
         """One plain-text completion."""
-        body: dict[str, Any] = {
-            "model": self._model(adapter),
-            "prompt": prompt,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if logprobs:
+        if sampling.json_schema is not None:
+            raise ValueError("guided decoding (json_schema) is for chat completions only")
+        body: dict[str, Any] = {"model": self._model(adapter), "prompt": prompt,
+                                "temperature": sampling.temperature, "max_tokens": sampling.max_tokens}
+        if sampling.logprobs:
             body.update(logprobs=0, return_token_ids=True)
-        if stop:
-            body["stop"] = stop
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         data, latency = await self._post("/v1/completions", body)
         choice = _first_choice(data)
         token_logprobs: list[float] = []
-        if logprobs:
+        if sampling.logprobs:
             raw = (choice.get("logprobs") or {}).get("token_logprobs") or []
             token_logprobs = [float(x) for x in raw]
         return _completion(data, choice, choice.get("text") or "", token_logprobs, latency)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from genenv.contracts.epochs import EpochPhase, EpochSummary
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.models import RunRow
+from genenv.inference.launcher import started
 from genenv.settings import GenEnvSettings
 
 TOKEN = "foundation-test-token"
@@ -140,27 +139,10 @@ def served_control_plane(db_url: str, token: str, log_path: Path) -> Iterator[st
     """`genenv serve control-plane` as a real uvicorn process on a free loopback port (auth on); yields its URL."""
     port = free_port()
     env = {**os.environ, "GENENV_DATABASE__URL": db_url, "GENENV_AUTH__TOKENS": json.dumps([token])}
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "genenv.cli.main", "serve", "control-plane", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, f"control plane not healthy after 60 s: {log_path.read_text()}"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
+    argv = [sys.executable, "-m", "genenv.cli.main", "serve", "control-plane", "--port", str(port)]
+    with started(argv, f"http://127.0.0.1:{port}", path="/healthz", timeout_s=60, poll_s=0.2, log=log_path, env=env,
+                 stop_timeout_s=20) as server:
+        yield server.url
 
 
 def sample_summary(epoch: int) -> EpochSummary:

@@ -192,6 +192,45 @@ async def test_inspection_endpoints(api: Api, db_url: str) -> None:
     _error(await api.client.get(f"/v1/runs/{run_id}/stats", params={"kind": "x"}), 422, "invalid_request_error")
 
 
+async def test_rollouts_carry_their_verdicts(api: Api, db_url: str) -> None:
+    """Each rollout comes with its stored verdict (valid, form error, invalid) or null before the verify phase."""
+    from genenv.db.models import RolloutRow, TaskRow, VerdictRow
+
+    run_id = (await _create(api))["id"]
+    engine = make_engine(GenEnvSettings(database={"url": db_url}).database)
+    try:
+        with session_scope(make_session_factory(engine)) as s:
+            task = TaskRow(run_id=run_id, epoch=0, seed_id="s", domain="arithmetic", variation=0, status="valid",
+                           payload={"expression": "1 + 2"})
+            s.add(task)
+            s.flush()
+            task_id = task.id
+            rollouts = [RolloutRow(task_id=task_id, attempt=a, response=r) for a, r in enumerate(["3", "x", None, "4"])]
+            s.add_all(rollouts)
+            s.flush()
+            s.add_all([
+                VerdictRow(rollout_id=rollouts[0].id, valid=True, score=1.0, success=True, details={"got": 3}),
+                VerdictRow(rollout_id=rollouts[1].id, valid=True, score=0.0, success=False, error_kind="parse_error",
+                           error_message="no integer in the reply"),
+                VerdictRow(rollout_id=rollouts[2].id, valid=False, score=None, success=False,
+                           error_kind="rollout_error", error_message="timed out"),
+            ])
+    finally:
+        engine.dispose()
+
+    resp = await api.client.get(f"/v1/runs/{run_id}/rollouts", params={"task_id": task_id})
+    assert resp.status_code == 200, resp.text
+    verdicts = [r["verdict"] for r in resp.json()["items"]]
+    assert verdicts == [
+        {"valid": True, "score": 1.0, "success": True, "error": None, "details": {"got": 3}, "form_error": None},
+        {"valid": True, "score": 0.0, "success": False, "error": None, "details": {},
+         "form_error": {"kind": "parse_error", "message": "no integer in the reply"}},
+        {"valid": False, "score": None, "success": False, "error": {"kind": "rollout_error", "message": "timed out"},
+         "details": {}, "form_error": None},
+        None,
+    ]
+
+
 async def test_request_id_and_metrics(api: Api) -> None:
     resp = await api.client.get("/v1/runs", headers={"X-Request-Id": "trace-1"})
     assert resp.headers["x-request-id"] == "trace-1"

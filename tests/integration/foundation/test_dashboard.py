@@ -16,19 +16,44 @@ async def _anonymous(api: Api, path: str) -> httpx.Response:
         return await client.get(path)
 
 
+IMPORT = re.compile(r'^import .* from "\./([\w.-]+\.js)";$', re.MULTILINE)
+
+
+async def _script_modules(api: Api) -> dict[str, str]:
+    """The page's script modules by file name, from dashboard.js along its static imports, each fetched without a
+    token as the browser does: a module served without a JavaScript MIME type would not run."""
+    modules: dict[str, str] = {}
+    todo = ["dashboard.js"]
+    while todo:
+        name = todo.pop()
+        if name in modules:
+            continue
+        resp = await _anonymous(api, f"/dashboard/{name}")
+        assert resp.status_code == 200, name
+        assert resp.headers["content-type"] == "text/javascript; charset=utf-8", name
+        assert resp.headers["x-content-type-options"] == "nosniff"
+        modules[name] = resp.text
+        todo += IMPORT.findall(resp.text)
+    return modules
+
+
 async def test_dashboard_page_and_assets_are_served_without_a_token(api: Api) -> None:
     page = await _anonymous(api, "/dashboard")
     assert page.status_code == 200
     assert page.headers["content-type"] == "text/html; charset=utf-8"
-    assert '<script src="dashboard/dashboard.js" defer></script>' in page.text
+    assert '<script type="module" src="dashboard/dashboard.js"></script>' in page.text
     assert 'id="charts"' in page.text and 'id="token-input"' in page.text
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert page.headers["x-content-type-options"] == "nosniff"
 
-    script = await _anonymous(api, "/dashboard/dashboard.js")
-    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
-    assert 'fetch(path, { headers, cache: "no-store" })' in script.text and ".innerHTML" not in script.text
+    modules = await _script_modules(api)
+    assert {"dashboard.js", "api.js", "state.js", "charts.js", "view-run.js", "view-experiment.js",
+            "view-tasks.js"} <= set(modules)
+    script = "\n".join(modules.values())
+    # One fetch for the whole API (api.js), and no module ever parses data as HTML.
+    assert script.count("fetch(") == 1 and 'fetch(path, { headers, cache: "no-store" })' in modules["api.js"]
+    assert ".innerHTML" not in script and "insertAdjacentHTML" not in script
     style = await _anonymous(api, "/dashboard/dashboard.css")
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
 
@@ -56,7 +81,7 @@ def _report_mode_colours() -> dict[str, str]:
 async def test_dashboard_experiment_view_uses_the_report_mode_colours(api: Api) -> None:
     page = (await _anonymous(api, "/dashboard")).text
     assert 'id="experiment-list"' in page and 'id="experiment-charts"' in page and 'id="member-table"' in page
-    script = (await _anonymous(api, "/dashboard/dashboard.js")).text
+    script = "\n".join((await _script_modules(api)).values())
     assert '"v1/experiments?limit=100"' in script and 'params.get("experiment")' in script
     style = (await _anonymous(api, "/dashboard/dashboard.css")).text
     colours = _report_mode_colours()

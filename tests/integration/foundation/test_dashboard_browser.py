@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -284,4 +285,121 @@ def test_dashboard_draws_an_experiment_per_mode(
         page.locator("#experiment-list button").click()
         expect(page.locator("#experiment")).to_be_visible()
         assert f"experiment={exp['id']}" in page.url and page.locator("#run").is_hidden()
+        assert problems == []
+
+
+HOSTILE_PAYLOAD = '<img src=x onerror="document.title=2">'
+FILLER_TASKS = 20  # with the two below, epoch 1 holds 22 tasks: a full first page (20) and a second one of 2
+
+
+def _seed_tasks(s: Session, run_id: str) -> dict[str, Any]:
+    """Epoch 1: a valid task with three judged attempts and its ledger row, a rejected one, and fillers; epoch 0:
+    one valid task."""
+    from genenv.db.models import RolloutRow, TaskStatRow, VerdictRow
+
+    def task(epoch: int, variation: int, **fields: Any) -> int:
+        row = TaskRow(run_id=run_id, epoch=epoch, seed_id="arith-1d-add-0001", domain="arithmetic",
+                      variation=variation, **fields)
+        s.add(row)
+        s.flush()
+        return int(row.id)
+
+    solved = task(1, 0, status="valid", generator_adapter="simulator-v2", completion_tokens=17,
+                  payload={"expression": "2 + 3", "note": HOSTILE_PAYLOAD})
+    rejected = task(1, 1, status="rejected", payload=None, rejection_reason="not_json",
+                    rejection_detail="Expecting value: line 1 column 1")
+    fillers = [task(1, 2 + i, status="valid", payload={"expression": f"{i} + 1"}) for i in range(FILLER_TASKS)]
+    other_epoch = task(0, 0, status="valid", payload={"expression": "1 + 1"})
+    attempts = [RolloutRow(task_id=solved, attempt=a, response=r, error=e)
+                for a, (r, e) in enumerate([("5", None), ("five", None), (None, "timed out")])]
+    s.add_all(attempts)
+    s.flush()
+    s.add_all([
+        VerdictRow(rollout_id=attempts[0].id, valid=True, score=1.0, success=True),
+        VerdictRow(rollout_id=attempts[1].id, valid=True, score=0.0, success=False, error_kind="parse_error",
+                   error_message="no integer in the reply"),
+        VerdictRow(rollout_id=attempts[2].id, valid=False, score=None, success=False, error_kind="rollout_error",
+                   error_message="timed out"),
+        TaskStatRow(task_id=solved, n=2, k=1, p_hat=0.5, p_beta=0.5),
+    ])
+    return {"solved": solved, "rejected": rejected, "fillers": fillers, "other_epoch": other_epoch}
+
+
+def test_dashboard_shows_the_tasks_of_an_epoch(
+    browser: Any, db_file_url: str, sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect  # present: the browser fixture skips otherwise
+
+    with session_scope(sessions) as s:
+        run_id = insert_run_with_epochs(s, name="tasks run", closed=2)
+        ids = _seed_tasks(s, run_id)
+
+    with served_control_plane(db_file_url, TOKEN, tmp_path / "server.log") as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.goto(f"{url}/dashboard#token={TOKEN}&run={run_id}")
+        page.wait_for_selector(P_HAT_PATH)
+
+        # The run view links every epoch's tasks; the link opens the tasks view of that epoch.
+        assert page.locator("#epoch-table a.tasks-link").count() == 3
+        page.locator('#epoch-table a.tasks-link[data-epoch="1"]').click()
+        page.wait_for_selector("#task-list li.task")
+        assert page.locator("#run").is_hidden() and page.locator("#tasks").is_visible()
+        assert f"run={run_id}" in page.url and "tasks=1" in page.url
+        assert page.locator("#tasks-epoch").input_value() == "1"
+        assert page.locator("#tasks-title").inner_text() == "Generated tasks · tasks run"
+
+        # The first page: 20 of 22 tasks, in id order, and a "More" button.
+        items = page.locator("#task-list > li")
+        assert items.count() == 20 and page.locator("#tasks-more").is_visible()
+
+        # The valid task: its p̂ from the ledger, its attempts with their verdicts, its payload as text.
+        solved = page.locator(f'#task-list li[data-task-id="{ids["solved"]}"]')
+        p_hat = solved.locator(".p-hat")
+        assert p_hat.get_attribute("data-p-hat") == "0.5" and "p̂ 0.500 (1 of 2" in p_hat.inner_text()
+        rows = solved.locator("table.attempts tbody tr")
+        assert rows.evaluate_all("rs => rs.map(r => r.dataset.verdict)") == ["success", "fail", "invalid"]
+        cells = [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(3)]
+        assert cells == [["0", "success", "1", "5", "—"],
+                         ["1", "fail", "0", "five", "parse_error: no integer in the reply"],
+                         ["2", "invalid", "—", "—", "rollout_error: timed out"]]
+        payload = json.loads(solved.locator("pre.payload").inner_text())  # shown as JSON text, never as HTML
+        assert payload == {"expression": "2 + 3", "note": HOSTILE_PAYLOAD}
+        assert "simulator-v2" in solved.inner_text() and "17 tokens" in solved.inner_text()
+        assert page.locator("#tasks img").count() == 0 and page.title() == "GenEnv · training dynamics"
+
+        # The rejected task: its reason and detail, no attempts.
+        rejected = page.locator(f'#task-list li[data-task-id="{ids["rejected"]}"]')
+        assert rejected.locator(".rejection").get_attribute("data-reason") == "not_json"
+        assert rejected.locator(".rejection").inner_text() == "rejected: not_json — Expecting value: line 1 column 1"
+        assert rejected.locator("table.attempts").count() == 0
+        page.screenshot(path=str(SCREENSHOT.with_name("genenv-dashboard-tasks.png")), full_page=True)
+
+        # "More" asks the API for the next page by its cursor and appends it; then there is nothing more.
+        with page.expect_request(lambda r: "/tasks?" in r.url and "cursor=" in r.url) as more:
+            page.click("#tasks-more")
+        assert "epoch=1" in more.value.url
+        expect(items).to_have_count(22)
+        expect(page.locator("#tasks-more")).to_be_hidden()
+        shown = [int(i) for i in items.evaluate_all("ls => ls.map(l => l.dataset.taskId)")]
+        assert shown == sorted([ids["solved"], ids["rejected"], *ids["fillers"]])
+
+        # The filter: rejected only (in the address too), then another epoch.
+        page.select_option("#tasks-status", "rejected")
+        expect(items).to_have_count(1)
+        assert items.first.get_attribute("data-task-id") == str(ids["rejected"]) and "status=rejected" in page.url
+        assert page.locator("#tasks-more").is_hidden()
+        page.select_option("#tasks-status", "")
+        expect(items).to_have_count(20)
+        page.select_option("#tasks-epoch", "0")
+        expect(items).to_have_count(1)
+        assert items.first.get_attribute("data-task-id") == str(ids["other_epoch"]) and "tasks=0" in page.url
+        assert "not scored yet" in items.first.locator(".p-hat").inner_text()
+
+        # Back to the run's curves.
+        page.click("#tasks-back")
+        expect(page.locator("#run")).to_be_visible()
+        assert page.locator("#tasks").is_hidden() and "tasks=" not in page.url
         assert problems == []

@@ -75,11 +75,46 @@ async def test_loose_types_and_unbounded_values_are_422(
     assert err["param"] == param and needle in err["message"], err
 
 
-async def test_valid_names_and_hub_ids_are_accepted(api: Api) -> None:
-    for name in ("smollm2-135m-instruct", "Qwen/Qwen2.5-0.5B-Instruct", "/var/lib/genenv/models/Qwen/Qwen2.5-0.5B"):
-        resp = await api.client.post("/v1/runs", json={"config": {"base_model": name, "random_seed": 2**32 - 1}})
-        assert resp.status_code == 201, resp.text
-        assert resp.json()["config"]["base_model"] == name
+async def _client(db_url: str, **paths: object) -> tuple[httpx.AsyncClient, Any]:
+    app = create_app(app_settings(db_url, paths=paths), enqueuer=RecordingEnqueuer(db_url))
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://cp", headers=AUTH), app
+
+
+async def test_valid_names_hub_ids_and_paths_under_the_model_cache_are_accepted(db_url: str) -> None:
+    client, app = await _client(db_url, model_cache="/var/lib/genenv/models")
+    async with client:
+        for name in ("smollm2-135m-instruct", "Qwen/Qwen2.5-0.5B-Instruct", "/var/lib/genenv/models/Qwen/Qwen2.5-0.5B",
+                     "/var/lib/genenv/models"):
+            resp = await client.post("/v1/runs", json={"config": {"base_model": name, "random_seed": 2**32 - 1}})
+            assert resp.status_code == 201, resp.text
+            assert resp.json()["config"]["base_model"] == name
+    app.state.control_plane.close()
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/var/lib/genenv/models-other/x", "/var/lib/genenv", "/root/secrets"])
+async def test_absolute_base_model_outside_the_model_roots_is_422_naming_the_roots(db_url: str, path: str) -> None:
+    """Issue 22, item 2: an absolute path is accepted only under the model roots (the model cache by default)."""
+    client, app = await _client(db_url, model_cache="/var/lib/genenv/models")
+    async with client:
+        before = (await client.get("/v1/runs")).json()["items"]
+        err = _error(await client.post("/v1/runs", json={"config": {"base_model": path}}), 422)
+        assert err["param"] == "config.base_model" and err["code"] == "base_model_outside_roots", err
+        assert "/var/lib/genenv/models" in err["message"] and path in err["message"], err
+        template = {"name": "x", "modes": ["genenv"], "template": {"base_model": path}}
+        err = _error(await client.post("/v1/experiments", json=template), 422)
+        assert err["param"] == "template.base_model" and err["code"] == "base_model_outside_roots", err
+        assert (await client.get("/v1/runs")).json()["items"] == before  # nothing stored
+    app.state.control_plane.close()
+
+
+async def test_configured_model_roots_replace_the_model_cache(db_url: str) -> None:
+    client, app = await _client(db_url, model_cache="/var/lib/genenv/models", model_roots=["/mnt/models", "/opt/m"])
+    async with client:
+        for path, status in (("/mnt/models/qwen", 201), ("/opt/m/x/y", 201), ("/var/lib/genenv/models/q", 422)):
+            resp = await client.post("/v1/runs", json={"config": {"base_model": path}})
+            assert resp.status_code == status, resp.text
+        assert "/mnt/models, /opt/m" in resp.json()["error"]["message"]
+    app.state.control_plane.close()
 
 
 def _counts(db_url: str, run_id: str) -> dict[str, int]:

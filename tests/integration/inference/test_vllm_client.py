@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from genenv.domains import get_domain
-from genenv.inference.base import InferenceError
+from genenv.inference.base import InferenceError, SamplingParams
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.settings import InferenceSettings
 
@@ -20,7 +20,7 @@ QUESTION = [{"role": "user", "content": "What is 3 + 4? Reply with the number on
 async def test_chat_with_logprobs_and_token_ids(vllm_url: str, inference_settings: InferenceSettings) -> None:
     backend = OpenAIBackend(vllm_url, inference_settings)
     try:
-        c = await backend.chat(QUESTION, temperature=0.0, max_tokens=16, logprobs=True)
+        c = await backend.chat(QUESTION, sampling=SamplingParams(temperature=0.0, max_tokens=16, logprobs=True))
     finally:
         await backend.aclose()
     assert "7" in c.text
@@ -33,8 +33,8 @@ async def test_chat_with_logprobs_and_token_ids(vllm_url: str, inference_setting
 async def test_completion_with_logprobs(vllm_url: str, inference_settings: InferenceSettings) -> None:
     backend = OpenAIBackend(vllm_url, inference_settings)
     try:
-        c = await backend.complete("1, 2, 3,", temperature=0.0, max_tokens=5, logprobs=True)
-        plain = await backend.complete("1, 2, 3,", temperature=0.0, max_tokens=5)
+        c = await backend.complete("1, 2, 3,", sampling=SamplingParams(temperature=0.0, max_tokens=5, logprobs=True))
+        plain = await backend.complete("1, 2, 3,", sampling=SamplingParams(temperature=0.0, max_tokens=5))
     finally:
         await backend.aclose()
     assert c.text.startswith(" 4")
@@ -50,9 +50,7 @@ async def test_json_schema_guided_decoding(vllm_url: str, inference_settings: In
     try:
         c = await backend.chat(
             domain.simulator_messages(seed, 1, target_success=0.5, stats=None),
-            temperature=1.0,
-            max_tokens=64,
-            json_schema=domain.task_json_schema(),
+            sampling=SamplingParams(temperature=1.0, max_tokens=64, json_schema=domain.task_json_schema()),
         )
     finally:
         await backend.aclose()
@@ -64,7 +62,7 @@ async def test_unknown_adapter_is_an_inference_error(vllm_url: str, inference_se
     backend = OpenAIBackend(vllm_url, inference_settings)
     try:
         with pytest.raises(InferenceError, match="HTTP 404"):
-            await backend.chat(QUESTION, adapter="no-such-adapter", max_tokens=4)
+            await backend.chat(QUESTION, sampling=SamplingParams(max_tokens=4), adapter="no-such-adapter")
     finally:
         await backend.aclose()
 
@@ -78,10 +76,31 @@ async def test_local_backend_matches_vllm_greedy(
     remote = OpenAIBackend(vllm_url, inference_settings)
     local = LocalBackend(model_dir, num_threads=1)
     try:
-        r = await remote.chat(QUESTION, temperature=0.0, max_tokens=12, logprobs=True)
-        loc = await local.chat(QUESTION, temperature=0.0, max_tokens=12, logprobs=True)
+        r = await remote.chat(QUESTION, sampling=SamplingParams(temperature=0.0, max_tokens=12, logprobs=True))
+        loc = await local.chat(QUESTION, sampling=SamplingParams(temperature=0.0, max_tokens=12, logprobs=True))
     finally:
         await remote.aclose()
         await local.aclose()
     assert (loc.prompt_tokens, loc.token_ids, loc.text) == (r.prompt_tokens, r.token_ids, r.text)
     assert loc.token_logprobs == pytest.approx(r.token_logprobs, abs=0.15)  # bf16 kernels differ slightly
+
+
+async def test_every_domain_schema_is_served_whatever_came_first(
+    vllm_url: str, inference_settings: InferenceSettings
+) -> None:
+    """An engine keeps the grammar backend of its first guided request; before the server pinned it, BFCL's schema
+    after arithmetic's got HTTP 500 (CI, stop 27). Both orders, on one server, answer with JSON of their schema."""
+    arithmetic, calls = get_domain("arithmetic"), get_domain("function_calling")
+    ask = [{"role": "user", "content": "Write one exercise as JSON."}]
+    backend = OpenAIBackend(vllm_url, inference_settings)
+    try:
+        replies = [
+            await backend.chat(ask, sampling=SamplingParams(max_tokens=96, json_schema=d.task_json_schema()))
+            for d in [arithmetic, calls, arithmetic, calls]
+        ]
+    finally:
+        await backend.aclose()
+    assert all(r.text.lstrip().startswith("{") for r in replies)
+    for reply, domain in zip(replies, [arithmetic, calls] * 2, strict=True):
+        if reply.finish_reason == "stop":  # complete: valid JSON with the schema's properties (in any order)
+            assert set(json.loads(reply.text)) == set(domain.task_json_schema()["required"])

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from genenv.contracts.adapters import Role, adapter_name
 from genenv.db.engine import session_scope
 from genenv.db.repositories import served_adapters
-from genenv.inference.base import InferenceError
+from genenv.inference.base import InferenceError, SamplingParams
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.inference.publisher import AdapterPublishError, VLLMAdapterServer, publish_adapter
 from genenv.settings import InferenceSettings
@@ -47,7 +47,8 @@ async def server(vllm_url: str) -> AsyncIterator[CountingServer]:
 async def _greedy(url: str, settings: InferenceSettings, adapter: str | None) -> list[int]:
     backend = OpenAIBackend(url, settings)
     try:
-        c = await backend.chat(PROMPT, adapter=adapter, temperature=0.0, max_tokens=16, logprobs=True)
+        c = await backend.chat(PROMPT, sampling=SamplingParams(temperature=0.0, max_tokens=16, logprobs=True),
+                               adapter=adapter)
     finally:
         await backend.aclose()
     return c.token_ids
@@ -137,7 +138,8 @@ async def test_served_adapter_outputs_are_the_adapters_outputs(
     for prompt in PROMPTS:
         backend = OpenAIBackend(vllm_url, inference_settings)
         try:
-            c = await backend.chat(prompt, adapter=name, temperature=0.0, max_tokens=12, logprobs=True)
+            c = await backend.chat(prompt, sampling=SamplingParams(temperature=0.0, max_tokens=12, logprobs=True),
+                                   adapter=name)
         finally:
             await backend.aclose()
         served.append(c.token_ids)

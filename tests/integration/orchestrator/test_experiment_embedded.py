@@ -18,7 +18,7 @@ from genenv.contracts.runs import RunStatus
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.models import EpochRow, EvaluationRow, RolloutRow, RunRow, SeedRow, TaskRow, VerdictRow
 from genenv.experiments.writer import write_report
-from genenv.settings import GenEnvSettings
+from tests.conftest import embedded_settings_on
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -45,18 +45,6 @@ BODY: dict[str, Any] = {
 }
 
 
-def _settings(tmp_path: Path, model_dir: Path, vllm_url: str) -> GenEnvSettings:
-    return GenEnvSettings.model_validate(
-        {
-            "database": {"url": f"sqlite:///{tmp_path / 'genenv.db'}"},
-            "queue": {"eager": True},
-            "paths": {"home": tmp_path, "adapter_store": tmp_path / "adapters", "model_cache": model_dir.parent},
-            "inference": {"backend": "vllm", "base_model": model_dir.name},
-            "services": {"vllm_agent": vllm_url, "vllm_simulator": vllm_url},
-        }
-    )
-
-
 def _stored_p_hat(s: Any, run_id: str, epoch: int) -> float:
     """k / n over the epoch's valid verdicts, straight from the rows."""
     k, n = s.execute(
@@ -71,7 +59,7 @@ def _stored_p_hat(s: Any, run_id: str, epoch: int) -> float:
 async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
     tmp_path: Path, model_dir: Path, vllm_url: str
 ) -> None:
-    settings = _settings(tmp_path, model_dir, vllm_url)
+    settings = embedded_settings_on(tmp_path, model_dir, vllm_url)
     experiment, series = await _drive_members(settings, ExperimentCreate.model_validate_json(json.dumps(BODY)))
     assert experiment.status is ExperimentStatus.COMPLETED, [m.error for m in experiment.members]
     assert [m.status for m in experiment.members] == [RunStatus.COMPLETED] * 4

@@ -53,9 +53,9 @@ def _settings(tmp_path: Path, model_dir: Path, benchmarks_dir: Path) -> GenEnvSe
     )
 
 
-async def _run_one(settings: GenEnvSettings, mode: str) -> dict[str, Any]:
+async def _run_one(settings: GenEnvSettings, mode: str, **overrides: Any) -> dict[str, Any]:
     async with embedded_stack(settings) as stack:
-        config = RunConfig.model_validate({**TINY, "mode": mode, "epochs": EPOCHS[mode]})
+        config = RunConfig.model_validate({**TINY, "mode": mode, "epochs": EPOCHS[mode], **overrides})
         run = await stack.control_plane.create_run(config)
         await stack.control_plane.act(run.id, "start")
         status = await drive(stack.context, run.id)
@@ -73,11 +73,13 @@ async def _run_one(settings: GenEnvSettings, mode: str) -> dict[str, Any]:
                     for j in s.scalars(select(TrainJobRow).where(TrainJobRow.run_id == run.id))}
             seeds = {(r.epoch, r.seed_id): r.context
                      for r in s.scalars(select(SeedRow).where(SeedRow.run_id == run.id))}
+            rollout_adapters = set(s.scalars(select(RolloutRow.agent_adapter).join(TaskRow)
+                                             .where(TaskRow.run_id == run.id)))
         epochs = (await stack.control_plane.list_epochs(run.id)).items
         final = await stack.control_plane.get_run(run.id)
     return {"run_id": run.id, "status": status, "error": final.error, "tasks": tasks, "rollouts": n_roll,
             "first_rollout": first_rollout, "verdicts": n_verd, "adapters": adapters, "jobs": jobs,
-            "epochs": epochs, "seeds": seeds}
+            "epochs": epochs, "seeds": seeds, "rollout_adapters": rollout_adapters}
 
 
 def _check_common(mode: str, out: dict[str, Any]) -> None:
@@ -152,3 +154,24 @@ def test_mode_runs_its_epochs_as_the_method_says(
     if mode == "agent_only":
         assert all(t.variation == 0 and t.generator_adapter is None and t.raw_text == "" for t in tasks)
         assert all(s.prompts_with_stats_share is None and s.generated_tasks_so_far == 0 for s in summaries)
+
+
+def test_design_controls_frozen_agent_no_hint_stratified_seeds(
+    tmp_path: Path, model_dir: Path, benchmarks_dir: Path
+) -> None:
+    """The experiment controls of the simulator-mechanism issue: agent.train = false (no GRPO job, no agent
+    adapter, rollouts by the base model), curriculum.prompt_stats = false (no statistics in any prompt), and
+    stratified seeds (one per level here, 2 seeds of 2 levels)."""
+    overrides = {"agent": {**TINY["agent"], "train": False},
+                 "curriculum": {**TINY["curriculum"], "prompt_stats": False}, "seed_sampling": "stratified"}
+    out = asyncio.run(_run_one(_settings(tmp_path, model_dir, benchmarks_dir), "genenv", **overrides))
+    assert out["status"] == "completed", out["error"]
+    assert not any(kind == "train_agent" for kind, _ in out["jobs"])
+    assert not any(role == "agent" for role, _ in out["adapters"])
+    assert out["rollout_adapters"] == {None} and out["rollouts"] > 0
+    assert all(context is None for context in out["seeds"].values())
+    assert all(e.summary.prompts_with_stats_share == 0.0 for e in out["epochs"])
+    assert out["jobs"][("train_simulator", 0)][0] == "done"  # the simulator still trains
+    for e in range(EPOCHS["genenv"]):
+        drawn = sorted(sid for (ep, sid) in out["seeds"] if ep == e)
+        assert len({sid.rsplit("-", 1)[0] for sid in drawn}) == 2, drawn  # two seeds, two different levels

@@ -63,7 +63,9 @@ def test_worker_runs_a_job_once_and_survives_a_killed_child(
         assert adapters_of(sessions, run_a) == [("agent", 1, None)]
 
         # 2. A long job whose worker child is SIGKILLed after its first optimiser step.
-        one_per_step = {"batch_size": 1, "micro_batch_size": 1, "max_steps_per_epoch": 8}
+        # The informative budget: all 8 steps carry a gradient (under the tasks budget the flat group's steps are
+        # skipped and the job is shorter than the kill needs).
+        one_per_step = {"batch_size": 1, "micro_batch_size": 1, "max_steps_per_epoch": 8, "budget": "informative"}
         run_b = agent_epoch(sessions, run_config(tiny_model_dir, agent=one_per_step))
         job_b = job(sessions, run_b, 0, JobKind.TRAIN_AGENT)
         client.send_task(TASK_TRAIN_AGENT, args=[job_b])

@@ -31,9 +31,13 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     assert first.job.adapter_version == 1 and first.job.attempts == 1
     m = first.job.metrics
     assert (m["groups"], m["groups_zero_variance"], m["groups_too_small"]) == (4, 1, 1)
-    # One pass over the two informative groups' 8 attempts in a batch of 8: one step.
-    assert m["fresh_groups_used"] == 2 and m["sequences"] == 8 and m["steps"] == 1 and m["examples_seen"] == 8
-    assert m["tokens"] > 0 and m["seconds"] > 0 and m["peak_rss_mb"] > 0 and m["ratio_fallback"] == 8
+    # The default budget counts tasks (agent.budget = tasks): the two informative groups and the flat one (8 + 4
+    # valid attempts) fill 12 of the budget's 16 sequences in batches of 8, two steps; the flat group's 4 give no
+    # gradient, and the group with one valid attempt is never a group.
+    assert m["budget"] == "tasks" and m["fresh_groups_used"] == 3 and m["fresh_groups_used_with_signal"] == 2
+    assert m["sequences"] == 12 and m["sequences_without_signal"] == 4
+    assert m["steps"] == 2 and m["examples_seen"] == 12
+    assert m["tokens"] > 0 and m["seconds"] > 0 and m["peak_rss_mb"] > 0 and m["ratio_fallback"] == 12
     assert {"loss", "kl", "clip_fraction", "seconds_per_step"} <= set(m)
     path = tmp_path / run / "agent" / "v1"
     assert (path / "adapter_config.json").exists() and (path / "adapter_model.safetensors").exists()
@@ -49,8 +53,8 @@ def test_train_agent_writes_one_version_and_a_redelivery_exits(
     agent_epoch(sessions, run_config(tiny_model_dir), epoch=1, run=run)
     nxt = run_train_job(sessions, settings, job(sessions, run, 1, JobKind.TRAIN_AGENT))
     assert nxt.job.adapter_version == 2 and nxt.job.metrics["parent_version"] == 1
-    # ... and its AdamW state: v1 took 1 step, so v2's optimiser starts at step 1, not from scratch.
-    assert nxt.job.metrics["optimizer_resumed"] is True and nxt.job.metrics["optimizer_prior_steps"] == 1
+    # ... and its AdamW state: v1 took 2 steps, so v2's optimiser starts at step 2, not from scratch.
+    assert nxt.job.metrics["optimizer_resumed"] is True and nxt.job.metrics["optimizer_prior_steps"] == 2
     assert adapters_of(sessions, run) == [("agent", 1, None), ("agent", 2, 1)]
 
 

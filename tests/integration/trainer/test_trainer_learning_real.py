@@ -156,7 +156,9 @@ def test_recorded_logprobs_are_those_of_the_sampled_distribution(model_dir: Path
               mean_abs_logratio_T07=round(float((at_t - recorded).abs().mean()), 5),
               mean_ratio_T1=round(float(ratio_1.mean()), 5),
               mean_abs_logratio_T1=round(float((at_1 - recorded).abs().mean()), 5))
-    assert abs(float(ratio_t.mean()) - 1.0) < 1e-2
+    # The mean over ~110 tokens has standard error RATIO_TOKEN_STD / √tokens ≈ 0.007: 1e-2 was 1.3 of them and
+    # failed a run in the fresh-clone suite (0.0132); 5 standard errors, as for the first GRPO step above.
+    assert abs(float(ratio_t.mean()) - 1.0) < 5 * RATIO_TOKEN_STD / math.sqrt(int(mask.sum()))
     # Per token the two bf16 implementations differ by a few hundredths (measured 0.04 mean |Δ log p| at T = 0.7);
     # the T = 1 log-probs the trainer used before are off by several times that (measured 0.26).
     assert float((at_t - recorded).abs().mean()) < 0.1

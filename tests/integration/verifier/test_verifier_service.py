@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem, Ver
 from genenv.domains import get_domain
 from genenv.domains.base import Domain
 from genenv.domains.function_calling import gold_answer
+from genenv.inference.launcher import started
 from genenv_verifier.verification import verify_items
 
 FC = get_domain("function_calling")
@@ -109,7 +109,7 @@ def test_a_throwing_or_hanging_checker_invalidates_only_its_item() -> None:
     hostile = _Hostile()
     items = [VerifyItem(domain="hostile", task={}, response=r) for r in ("ok", "boom", "ok", "spin", "ok")]
     started = time.perf_counter()
-    verdicts = verify_items(items, None, 0.2, lookup=lambda name: hostile)
+    verdicts = verify_items(items, None, 0.2, lookup=lambda name, task: hostile)
     assert time.perf_counter() - started < 5
     assert [v.valid for v in verdicts] == [True, False, True, False, True]
     assert verdicts[1].error.kind is VerdictErrorKind.CHECKER_ERROR
@@ -154,27 +154,12 @@ def test_the_served_process_verifies_over_loopback(benchmarks_dir: Path, tmp_pat
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'served.db'}",
         "GENENV_PATHS__BENCHMARKS": str(benchmarks_dir),
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "genenv.cli.main", "serve", "verifier", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+    argv = [sys.executable, "-m", "genenv.cli.main", "serve", "verifier", "--port", str(port)]
+    with started(argv, f"http://127.0.0.1:{port}", path="/healthz", timeout_s=60, poll_s=0.2,
+                 log=tmp_path / "verifier.log", env=env, stop_timeout_s=20) as server:
         items = _fc_items(benchmarks_dir, 20)
         body = VerifyRequest(items=items).model_dump(mode="json")
-        response = httpx.post(f"{url}/v1/verify", json=body, timeout=30)
+        response = httpx.post(f"{server.url}/v1/verify", json=body, timeout=30)
         assert response.status_code == 200
         assert [v["score"] for v in response.json()["verdicts"]] == [1.0] * 20
         assert response.headers.get("x-request-id")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)

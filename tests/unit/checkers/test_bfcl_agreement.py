@@ -48,6 +48,7 @@ def _all_cases(ast_tasks: list[dict[str, Any]], relevance_tasks: list[dict[str, 
     return cases
 
 
+@pytest.mark.full_data("bfcl")
 def test_verdicts_agree_on_every_gold_answer_and_perturbation(
     official: OfficialBfcl, ast_tasks: list[dict[str, Any]], relevance_tasks: list[dict[str, Any]]
 ) -> None:
@@ -62,6 +63,7 @@ def test_verdicts_agree_on_every_gold_answer_and_perturbation(
     assert disagreements == [], f"{len(disagreements)} of {len(cases)} differ, e.g. {disagreements[:5]}"
 
 
+@pytest.mark.full_data("bfcl")
 def test_error_types_agree_on_decoded_calls(official: OfficialBfcl, ast_tasks: list[dict[str, Any]]) -> None:
     rng = random.Random(11)
     checked = 0
@@ -163,6 +165,7 @@ def test_system_prompt_is_bfcls_default(official: OfficialBfcl) -> None:
     assert theirs == SYSTEM_PROMPT.replace("{functions}", json.dumps(docs, indent=4))
 
 
+@pytest.mark.full_data("bfcl")
 def test_multi_turn_executor_matches_bfcls(official: OfficialBfcl, bfcl_dir: Path) -> None:
     import importlib
 

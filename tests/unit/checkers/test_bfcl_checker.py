@@ -30,6 +30,7 @@ def _passes(task: dict[str, Any], response: str) -> bool:
     return verdict.score == 1.0
 
 
+@pytest.mark.full_data("bfcl")
 def test_every_gold_answer_scores_one(ast_tasks: list[dict[str, Any]]) -> None:
     counts: Counter[str] = Counter()
     failing = set()
@@ -52,6 +53,7 @@ def test_every_gold_answer_scores_one(ast_tasks: list[dict[str, Any]]) -> None:
     assert sum(counts.values()) > 8000
 
 
+@pytest.mark.full_data("bfcl")
 def test_unsolvable_items_fail_for_a_structural_reason(ast_tasks: list[dict[str, Any]]) -> None:
     by_id = {t["id"]: t for t in ast_tasks}
     for item_id in UNSOLVABLE:
@@ -69,6 +71,7 @@ def test_unsolvable_items_fail_for_a_structural_reason(ast_tasks: list[dict[str,
         assert missing_from_answer or outside_doc or empty_required, item_id
 
 
+@pytest.mark.full_data("bfcl")
 def test_relevance_items(relevance_tasks: list[dict[str, Any]]) -> None:
     for task in relevance_tasks:
         outcomes = {case.label: _passes(task, case.response) for case in relevance_cases(task)}
@@ -177,6 +180,7 @@ GREEDY_ORDER_SENSITIVE = {"parallel_178"}
 that a later gold call needs: some orders of a correct answer fail — under the official checker too."""
 
 
+@pytest.mark.full_data("bfcl")
 def test_perturbation_labels_score_as_expected(ast_tasks: list[dict[str, Any]]) -> None:
     rng = random.Random(3)
     outcomes: dict[str, Counter[bool]] = {}

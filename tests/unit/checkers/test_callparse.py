@@ -133,6 +133,7 @@ def _same(a: Any, b: Any) -> bool:
     return repr(a) == repr(b) and a == b
 
 
+@pytest.mark.full_data("bfcl")
 def test_fast_path_equals_ast_path_on_every_bfcl_response(
     ast_tasks: list[dict[str, Any]], relevance_tasks: list[dict[str, Any]]
 ) -> None:

@@ -20,6 +20,7 @@ from genenv.domains.function_calling import (
     gold_answer,
     split_of,
 )
+from tests.benchdata import BenchData, on_subset_and_full
 
 DOMAIN = get_domain("function_calling")
 assert isinstance(DOMAIN, FunctionCallingDomain)
@@ -57,10 +58,13 @@ def test_split_rule_is_fixed_and_documented() -> None:
     assert abs(share - TRAIN_PERCENT / 100) < 0.08
 
 
-def test_seeds_and_eval_items_never_overlap(benchmarks_dir: Path) -> None:
-    train = DOMAIN.load_seeds(benchmarks_dir, "train")
-    evaluation = DOMAIN.load_seeds(benchmarks_dir, "eval")
-    assert len(train) > 800 and len(evaluation) > 2000
+@on_subset_and_full("bfcl")
+def test_seeds_and_eval_items_never_overlap(data: BenchData) -> None:
+    train = DOMAIN.load_seeds(data.root, "train")
+    evaluation = DOMAIN.load_seeds(data.root, "eval")
+    assert train and evaluation
+    if data.full:
+        assert len(train) > 800 and len(evaluation) > 2000
     assert not {s.id for s in train} & {s.id for s in evaluation}
     assert all(split_of(s.id) == "train" for s in train)
     assert all(split_of(s.id) == "eval" for s in evaluation)
@@ -70,11 +74,12 @@ def test_seeds_and_eval_items_never_overlap(benchmarks_dir: Path) -> None:
             assert DOMAIN.verify(seed.payload, gold_answer(seed.payload)).score == 1.0, seed.id
 
 
-def test_benchmark_evaluation_items_are_never_seeds(benchmarks_dir: Path) -> None:
+@on_subset_and_full("bfcl")
+def test_benchmark_evaluation_items_are_never_seeds(data: BenchData) -> None:
     from genenv.benchmarks.registry import get_evaluator
 
-    seed_ids = {s.id for s in DOMAIN.load_seeds(benchmarks_dir, "train")}
-    items = get_evaluator("bfcl").load_items(benchmarks_dir, "eval")
+    seed_ids = {s.id for s in DOMAIN.load_seeds(data.root, "train")}
+    items = get_evaluator("bfcl").load_items(data.root, "eval")
     assert items and not seed_ids & {i.id for i in items}
 
 

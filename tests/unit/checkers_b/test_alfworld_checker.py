@@ -11,6 +11,7 @@ from genenv.checkers.alfworld import canonical_action, check_action
 from genenv.checkers.base import run_checker
 from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.domains.alfworld_step import DOMAIN, read_goal, step_payloads
+from tests.benchdata import BenchData, on_subset_and_full
 
 
 def _games(benchmarks_dir: Path) -> list[dict[str, object]]:
@@ -32,18 +33,19 @@ def test_canonical_action(raw: str, canonical: str) -> None:
     assert canonical_action(raw) == canonical
 
 
-def test_every_expert_action_scores_one(benchmarks_dir: Path) -> None:
-    games = _games(benchmarks_dir)
-    assert len(games) == 274
+@on_subset_and_full("alfworld")
+def test_every_expert_action_scores_one(data: BenchData) -> None:
+    games = _games(data.root)
+    assert len(games) == (274 if data.full else 8)
     steps = 0
     for game in games:
-        goal = read_goal(benchmarks_dir / "alfworld" / str(game["game_file"]))
+        goal = read_goal(data.root / "alfworld" / str(game["game_file"]))
         for payload in step_payloads(game, None, goal):
             for response in (payload["expert_action"], f"Action: {payload['expert_action']}\n"):
                 v = DOMAIN.verify(payload, response)
                 assert v.valid and v.score == 1.0, (game["game_file"], payload["step"])
             steps += 1
-    assert steps == 1600
+    assert steps == (1600 if data.full else sum(int(g["walkthrough_len"]) for g in games))
 
 
 def test_other_action_scores_zero_and_reports_admissibility() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,20 +10,23 @@ from genenv.checkers.api_bank import ApiCall, GoldCall, check_api_bank, judge_ca
 from genenv.checkers.base import CheckFailure, run_checker
 from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.domains.api_bank import DOMAIN, load_level, load_level3_seeds
+from tests.benchdata import BenchData, on_subset_and_full
 
 
+@on_subset_and_full("api_bank")
 @pytest.mark.parametrize("level", ["level-1", "level-2"])
-def test_every_gold_call_scores_one(benchmarks_dir: Path, level: str) -> None:
-    items = load_level(benchmarks_dir, level)
-    assert len(items) == {"level-1": 399, "level-2": 135}[level]
+def test_every_gold_call_scores_one(data: BenchData, level: str) -> None:
+    items = load_level(data.root, level)
+    assert len(items) == ({"level-1": 399, "level-2": 135} if data.full else {"level-1": 12, "level-2": 8})[level]
     for item in items:
         v = DOMAIN.verify(item, item["expected_output"])
         assert v.valid and v.score == 1.0, (item["source"], v)
 
 
-def test_every_level3_seed_gold_scores_one(benchmarks_dir: Path) -> None:
-    seeds = load_level3_seeds(benchmarks_dir)
-    assert len(seeds) == 245
+@on_subset_and_full("api_bank")
+def test_every_level3_seed_gold_scores_one(data: BenchData) -> None:
+    seeds = load_level3_seeds(data.root)
+    assert len(seeds) == (245 if data.full else 12)
     assert all(DOMAIN.verify(s, s["expected_output"]).score == 1.0 for s in seeds)
 
 

@@ -13,11 +13,17 @@ from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import get_domain
 from genenv.domains.alfworld_step import AlfworldStepDomain
 from genenv.domains.base import DataMissingError, TaskRejected
+from genenv.domains.qa import is_seed_item, load_bamboogle
+from genenv.domains.travel_plan import TravelPlanDomain
+from tests.benchdata import BenchData, on_subset_and_full
 
 
 @pytest.mark.parametrize("name", ["qa", "api_bank", "alfworld_step", "travel_plan"])
 def test_contract_shapes(name: str, benchmarks_dir: Path, tmp_path: Path) -> None:
-    domain = AlfworldStepDomain(cache_dir=tmp_path) if name == "alfworld_step" else get_domain(name)
+    domain = {
+        "alfworld_step": AlfworldStepDomain(cache_dir=tmp_path),
+        "travel_plan": TravelPlanDomain(benchmarks_dir),  # its database from the subset, not from the settings
+    }.get(name) or get_domain(name)
     jsonschema.Draft202012Validator.check_schema(domain.task_json_schema())
     seeds = domain.load_seeds(benchmarks_dir, "train")
     assert seeds and len({s.id for s in seeds}) == len(seeds)
@@ -30,34 +36,39 @@ def test_contract_shapes(name: str, benchmarks_dir: Path, tmp_path: Path) -> Non
     assert empty.valid and empty.score == 0.0 and not empty.success and empty.form_error is not None
 
 
+@on_subset_and_full("bamboogle", "api_bank", "travelplanner")
 @pytest.mark.parametrize(
     ("name", "train", "eval_"),
     [("qa", None, None), ("api_bank", 245, 534), ("travel_plan", 45, 180)],
 )
-def test_seed_and_eval_splits_are_disjoint(
-    name: str, train: int | None, eval_: int | None, benchmarks_dir: Path
-) -> None:
+def test_seed_and_eval_splits_are_disjoint(name: str, train: int | None, eval_: int | None, data: BenchData) -> None:
     domain = get_domain(name)
-    seeds = domain.load_seeds(benchmarks_dir, "train")
-    evals = domain.load_seeds(benchmarks_dir, "eval")
-    if train is not None:
+    seeds = domain.load_seeds(data.root, "train")
+    evals = domain.load_seeds(data.root, "eval")
+    assert seeds and evals
+    if train is not None and data.full:
         assert (len(seeds), len(evals)) == (train, eval_)
     assert not {s.id for s in seeds} & {s.id for s in evals}
     key = {"qa": "question", "api_bank": "dialogue", "travel_plan": "query"}[name]
     assert not {str(s.payload[key]) for s in seeds} & {str(s.payload[key]) for s in evals}
     with pytest.raises(ValueError):
-        domain.load_seeds(benchmarks_dir, "dev")
+        domain.load_seeds(data.root, "dev")
 
 
-def test_qa_split_is_the_fixed_fifth(benchmarks_dir: Path) -> None:
+@on_subset_and_full("bamboogle")
+def test_qa_split_is_the_fixed_fifth(data: BenchData) -> None:
     domain = get_domain("qa")
-    assert len(domain.load_seeds(benchmarks_dir, "train")) + len(domain.load_seeds(benchmarks_dir, "eval")) == 125
+    seeds, evals = domain.load_seeds(data.root, "train"), domain.load_seeds(data.root, "eval")
+    assert len(seeds) + len(evals) == len(load_bamboogle(data.root)) == (125 if data.full else 15)
+    assert all(is_seed_item(s.payload["id"]) for s in seeds)
 
 
-def test_alfworld_splits_without_replay_cache(benchmarks_dir: Path, tmp_path: Path) -> None:
+@on_subset_and_full("alfworld")
+def test_alfworld_splits_without_replay_cache(data: BenchData, tmp_path: Path) -> None:
     domain = AlfworldStepDomain(cache_dir=tmp_path)
-    train, evals = domain.load_seeds(benchmarks_dir, "train"), domain.load_seeds(benchmarks_dir, "eval")
-    assert (len(train), len(evals)) == (812, 788)  # valid_seen / valid_unseen expert steps
+    train, evals = domain.load_seeds(data.root, "train"), domain.load_seeds(data.root, "eval")
+    if data.full:
+        assert (len(train), len(evals)) == (812, 788)  # valid_seen / valid_unseen expert steps
     assert {s.payload["split"] for s in train} == {"valid_seen"} and {s.payload["split"] for s in evals} == {
         "valid_unseen"
     }
@@ -138,7 +149,7 @@ def test_alfworld_validation() -> None:
 
 
 def test_travel_plan_validation(benchmarks_dir: Path) -> None:
-    domain = get_domain("travel_plan")
+    domain = TravelPlanDomain(benchmarks_dir)
     seed = domain.load_seeds(benchmarks_dir, "train")[0]
     lc = {"house rule": None, "cuisine": ["Chinese"], "room type": "entire room", "transportation": None}
     payload = domain.validate_generation(

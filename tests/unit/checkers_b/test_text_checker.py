@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from genenv.checkers.base import run_checker
 from genenv.checkers.text import check_free_text, exact_match, extract_answer, normalize_answer, token_f1
 from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.domains.qa import DOMAIN, load_bamboogle
+from tests.benchdata import BenchData, on_subset_and_full
 
 
 @pytest.mark.parametrize(
@@ -73,9 +72,10 @@ def test_task_without_gold_is_a_task_error() -> None:
     assert not v.valid and v.error is not None and v.error.kind is VerdictErrorKind.TASK_ERROR
 
 
-def test_every_bamboogle_gold_answer_scores_one(benchmarks_dir: Path) -> None:
-    items = load_bamboogle(benchmarks_dir)
-    assert len(items) == 125
+@on_subset_and_full("bamboogle")
+def test_every_bamboogle_gold_answer_scores_one(data: BenchData) -> None:
+    items = load_bamboogle(data.root)
+    assert len(items) == (125 if data.full else 15)
     for item in items:
         for gold in item["golden_answers"]:
             v = DOMAIN.verify(item, gold)

@@ -20,7 +20,8 @@ from genenv.checkers.travelplanner import (
     with_task_flights,
 )
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.travel_plan import DOMAIN, load_database, load_train, load_validation, travel_dir
+from genenv.domains.travel_plan import TravelPlanDomain, load_database, load_train, load_validation, travel_dir
+from tests.benchdata import BenchData, on_subset_and_full
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +39,25 @@ def _result(task: dict[str, Any], plan: list[dict[str, Any]], db: Any) -> Any:
     return evaluate_plan(TravelQuery.from_payload(task), plan, with_task_flights(db, flights))
 
 
-def test_every_annotated_train_plan_passes_every_constraint(train: list[dict[str, Any]], db: Any) -> None:
-    assert len(train) == 45
+@on_subset_and_full("travelplanner")
+def test_every_annotated_train_plan_passes_every_constraint(data: BenchData) -> None:
+    train = load_train(data.root)
+    db = load_database(travel_dir(data.root).resolve())
+    assert len(train) == (45 if data.full else 5)
     for task in train:
         result = _result(task, task["gold_plan"], db)
         assert result.final_pass, (task["idx"], result)
-        v = DOMAIN.verify(task, json.dumps(task["gold_plan"]))
+        v = TravelPlanDomain(data.root).verify(task, json.dumps(task["gold_plan"]))
         assert v.valid and v.score == 1.0 and v.success
 
 
-def test_validation_rows_and_hard_denominator(benchmarks_dir: Path) -> None:
-    rows = load_validation(benchmarks_dir)
-    assert len(rows) == 180
-    assert sum(applicable_hard(TravelQuery.from_payload(r)) for r in rows) == 420  # upstream's denominator
+@on_subset_and_full("travelplanner")
+def test_validation_rows_and_hard_denominator(data: BenchData) -> None:
+    rows = load_validation(data.root)
+    assert {(r["level"], r["days"]) for r in rows} >= {("easy", 3), ("medium", 5), ("hard", 7)}
+    if data.full:
+        assert len(rows) == 180
+        assert sum(applicable_hard(TravelQuery.from_payload(r)) for r in rows) == 420  # upstream's denominator
 
 
 def _task(train: list[dict[str, Any]], predicate: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from genenv.benchmarks.arithmetic import EVALUATOR
 from genenv.benchmarks.base import UnknownSplitError, take
 from genenv.domains import domain_names, get_domain
-from genenv.domains.arithmetic import DOMAIN, LEVELS, make_payload, split_of
+from genenv.domains.arithmetic import DOMAIN, HELDOUT_PER_LEVEL, LEVELS, make_payload, split_of
 
 
 def test_items_are_the_eval_split_only_and_never_seeds() -> None:
@@ -59,3 +59,14 @@ def test_every_domain_documents_its_difficulty_measures(name: str) -> None:
     assert domain.difficulty_measures and all(domain.difficulty_measures.values())
     measured = domain.difficulty({"question": "q", "functions": [], "ground_truth": [], "expression": "1 + 2"})
     assert set(measured) == set(domain.difficulty_measures)
+
+
+def test_the_larger_heldout_split_is_stratified_and_never_a_seed() -> None:
+    items = EVALUATOR.load_items(Path("/x"), "heldout")
+    assert len(items) >= 500 and len({i.payload["expression"] for i in items}) == len(items)
+    per_level = Counter(i.category for i in items)
+    assert set(per_level) == {lv.name for lv in LEVELS}
+    assert max(per_level.values()) == HELDOUT_PER_LEVEL  # the large levels fill their quota
+    seeds = {s.payload["expression"] for s in DOMAIN.load_seeds(None, "train")}
+    assert all(split_of(i.payload["expression"]) == "eval" and i.payload["expression"] not in seeds for i in items)
+    assert [i.id for i in items] == [i.id for i in EVALUATOR.load_items(Path("/y"), "heldout")]  # stable

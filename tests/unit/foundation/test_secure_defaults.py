@@ -13,6 +13,7 @@ import pytest
 from genenv.contracts.adapters import Role
 from genenv.http import make_app
 from genenv.http.app import AuthRequiredError
+from genenv.inference.base import SamplingParams
 from genenv.inference.factory import build_adapter_servers, build_backends
 from genenv.inference.publisher import AdapterPublishError
 from genenv.settings import GenEnvSettings
@@ -96,7 +97,7 @@ async def test_the_factory_clients_send_the_vllm_api_key(fake_vllm: str) -> None
     )
     backends = build_backends(settings)
     servers = build_adapter_servers(settings, backends)
-    completion = await backends[Role.AGENT].complete("3 + 4 =", max_tokens=1)
+    completion = await backends[Role.AGENT].complete("3 + 4 =", sampling=SamplingParams(max_tokens=1))
     assert completion.text == " 7"
     assert await servers[Role.AGENT].list_adapters() == {"agent-v1"}
     await servers[Role.SIMULATOR].load_adapter("simulator-v1", "/adapters/simulator/1")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from genenv.inference.base import InferenceError
+from genenv.inference.base import InferenceError, SamplingParams
 from genenv.inference.local import LocalBackend
 
 MSG = [{"role": "user", "content": "What is 3 + 4? Reply with the number only."}]
@@ -21,7 +21,7 @@ def _backend(path: Path, **kw: object) -> LocalBackend:
 async def test_chat_returns_ids_logprobs_and_counts(tiny_model_dir: Path) -> None:
     backend = _backend(tiny_model_dir)
     try:
-        c = await backend.chat(MSG, max_tokens=12, logprobs=True)
+        c = await backend.chat(MSG, sampling=SamplingParams(max_tokens=12, logprobs=True))
     finally:
         await backend.aclose()
     assert c.completion_tokens == len(c.token_ids) == len(c.token_logprobs) > 0
@@ -39,7 +39,8 @@ async def test_logprobs_match_a_direct_forward_pass(tiny_model_dir: Path, temper
 
     backend = _backend(tiny_model_dir, seed=3)
     try:
-        c = await backend.complete("The answer is", temperature=temperature, max_tokens=10, logprobs=True)
+        c = await backend.complete("The answer is",
+                                   sampling=SamplingParams(temperature=temperature, max_tokens=10, logprobs=True))
     finally:
         await backend.aclose()
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
@@ -55,13 +56,13 @@ async def test_logprobs_match_a_direct_forward_pass(tiny_model_dir: Path, temper
 async def test_greedy_is_deterministic_and_seeded_sampling_reproducible(tiny_model_dir: Path) -> None:
     a, b, other = _backend(tiny_model_dir, seed=7), _backend(tiny_model_dir, seed=7), _backend(tiny_model_dir, seed=8)
     try:
-        g1 = await a.chat(MSG, temperature=0.0, max_tokens=16)
-        g2 = await other.chat(MSG, temperature=0.0, max_tokens=16)
-        s_a = [await a.chat(MSG, temperature=1.0, max_tokens=16) for _ in range(3)]
-        s_b = [await b.chat(MSG, temperature=0.0, max_tokens=16)] + [
-            await b.chat(MSG, temperature=1.0, max_tokens=16) for _ in range(3)
+        g1 = await a.chat(MSG, sampling=SamplingParams(temperature=0.0, max_tokens=16))
+        g2 = await other.chat(MSG, sampling=SamplingParams(temperature=0.0, max_tokens=16))
+        s_a = [await a.chat(MSG, sampling=SamplingParams(temperature=1.0, max_tokens=16)) for _ in range(3)]
+        s_b = [await b.chat(MSG, sampling=SamplingParams(temperature=0.0, max_tokens=16))] + [
+            await b.chat(MSG, sampling=SamplingParams(temperature=1.0, max_tokens=16)) for _ in range(3)
         ]
-        s_o = [await other.chat(MSG, temperature=1.0, max_tokens=16) for _ in range(3)]
+        s_o = [await other.chat(MSG, sampling=SamplingParams(temperature=1.0, max_tokens=16)) for _ in range(3)]
     finally:
         for x in (a, b, other):
             await x.aclose()
@@ -76,8 +77,10 @@ async def test_concurrent_requests_batch_without_changing_results(tiny_model_dir
     prompts = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(6)]
     alone, batched = _backend(tiny_model_dir, seed=11), _backend(tiny_model_dir, seed=11, max_batch=8)
     try:
-        one_by_one = [await alone.chat(p, temperature=0.8, max_tokens=8) for p in prompts]
-        together = await asyncio.gather(*(batched.chat(p, temperature=0.8, max_tokens=8) for p in prompts))
+        one_by_one = [await alone.chat(p, sampling=SamplingParams(temperature=0.8, max_tokens=8)) for p in prompts]
+        together = await asyncio.gather(
+            *(batched.chat(p, sampling=SamplingParams(temperature=0.8, max_tokens=8)) for p in prompts)
+        )
     finally:
         await alone.aclose()
         await batched.aclose()
@@ -87,10 +90,10 @@ async def test_concurrent_requests_batch_without_changing_results(tiny_model_dir
 async def test_stop_strings_and_max_tokens(tiny_model_dir: Path) -> None:
     backend = _backend(tiny_model_dir)
     try:
-        free = await backend.complete("1 2 3", max_tokens=6)
+        free = await backend.complete("1 2 3", sampling=SamplingParams(max_tokens=6))
         assert free.finish_reason == "length" and free.completion_tokens == 6
         stop_at = free.text[2:4]
-        cut = await backend.complete("1 2 3", max_tokens=6, stop=[stop_at])
+        cut = await backend.complete("1 2 3", sampling=SamplingParams(max_tokens=6, stop=[stop_at]))
     finally:
         await backend.aclose()
     assert cut.finish_reason == "stop"
@@ -100,8 +103,8 @@ async def test_stop_strings_and_max_tokens(tiny_model_dir: Path) -> None:
 def test_survives_a_new_event_loop_per_job(tiny_model_dir: Path) -> None:
     """Celery runs each job in its own asyncio.run; the loaded model is reused across loops."""
     backend = _backend(tiny_model_dir)
-    first = asyncio.run(backend.chat(MSG, max_tokens=4))
-    second = asyncio.run(backend.chat(MSG, max_tokens=4))
+    first = asyncio.run(backend.chat(MSG, sampling=SamplingParams(max_tokens=4)))
+    second = asyncio.run(backend.chat(MSG, sampling=SamplingParams(max_tokens=4)))
     asyncio.run(backend.aclose())
     assert first.token_ids == second.token_ids
 
@@ -109,16 +112,16 @@ def test_survives_a_new_event_loop_per_job(tiny_model_dir: Path) -> None:
 async def test_adapter_changes_output_and_base_stays_intact(tiny_model_dir: Path, tiny_lora_dir: Path) -> None:
     backend = _backend(tiny_model_dir)
     try:
-        base_before = await backend.chat(MSG, max_tokens=12)
+        base_before = await backend.chat(MSG, sampling=SamplingParams(max_tokens=12))
         with pytest.raises(InferenceError, match="unknown adapter"):
-            await backend.chat(MSG, adapter="nope", max_tokens=4)
+            await backend.chat(MSG, sampling=SamplingParams(max_tokens=4), adapter="nope")
         await backend.load_adapter("a1", str(tiny_lora_dir))
         assert await backend.list_adapters() == {"a1"}
-        tuned = await backend.chat(MSG, adapter="a1", max_tokens=12)
-        base_after = await backend.chat(MSG, max_tokens=12)
+        tuned = await backend.chat(MSG, sampling=SamplingParams(max_tokens=12), adapter="a1")
+        base_after = await backend.chat(MSG, sampling=SamplingParams(max_tokens=12))
         await backend.unload_adapter("a1")
         with pytest.raises(InferenceError, match="unknown adapter"):
-            await backend.chat(MSG, adapter="a1", max_tokens=4)
+            await backend.chat(MSG, sampling=SamplingParams(max_tokens=4), adapter="a1")
         with pytest.raises(InferenceError, match="cannot load adapter"):
             await backend.load_adapter("bad", str(tiny_model_dir / "missing"))
         assert await backend.list_adapters() == set()
@@ -131,8 +134,9 @@ async def test_adapter_changes_output_and_base_stays_intact(tiny_model_dir: Path
 async def test_adapters_from_a_registry_load_on_first_use(tiny_model_dir: Path, tiny_lora_dir: Path) -> None:
     backend = _backend(tiny_model_dir, adapters={"reg": tiny_lora_dir})
     try:
-        mixed = await asyncio.gather(backend.chat(MSG, adapter="reg", max_tokens=8), backend.chat(MSG, max_tokens=8))
-        again = await backend.chat(MSG, adapter="reg", max_tokens=8)
+        mixed = await asyncio.gather(backend.chat(MSG, sampling=SamplingParams(max_tokens=8), adapter="reg"),
+                                     backend.chat(MSG, sampling=SamplingParams(max_tokens=8)))
+        again = await backend.chat(MSG, sampling=SamplingParams(max_tokens=8), adapter="reg")
     finally:
         await backend.aclose()
     assert mixed[0].token_ids == again.token_ids
@@ -152,9 +156,10 @@ async def test_json_schema_guided_decoding_in_process(tiny_model_dir: Path) -> N
     backend = _backend(tiny_model_dir, seed=2)
     try:
         outs = await asyncio.gather(
-            *(backend.chat(MSG, temperature=t, max_tokens=200, json_schema=schema) for t in (0.0, 1.0, 1.0, 1.0))
+            *(backend.chat(MSG, sampling=SamplingParams(temperature=t, max_tokens=200, json_schema=schema))
+              for t in (0.0, 1.0, 1.0, 1.0))
         )
-        free = await backend.chat(MSG, temperature=0.0, max_tokens=20)
+        free = await backend.chat(MSG, sampling=SamplingParams(temperature=0.0, max_tokens=20))
     finally:
         await backend.aclose()
     for out in outs:
@@ -163,3 +168,19 @@ async def test_json_schema_guided_decoding_in_process(tiny_model_dir: Path) -> N
         assert set(obj) == {"expression"} and pattern.match(obj["expression"])
     with pytest.raises(ValueError):
         json.loads(free.text)  # unconstrained, the random model writes no JSON
+
+
+async def test_the_function_calling_schema_guides_the_local_backend(tiny_model_dir: Path) -> None:
+    """xgrammar compiles the function-calling task schema (it once refused it, and quickstart turned guidance off
+    for such domains on the local backend): a random model's reply starts as the schema says."""
+    from genenv.domains import get_domain
+
+    backend = _backend(tiny_model_dir, seed=2)
+    try:
+        out = await backend.chat(MSG, sampling=SamplingParams(
+            temperature=1.0, max_tokens=24, json_schema=get_domain("function_calling").task_json_schema()))
+    finally:
+        await backend.aclose()
+    import re
+
+    assert re.match(r'\{"(question|functions|ground_truth)": [\["]', out.text), out.text  # any property order

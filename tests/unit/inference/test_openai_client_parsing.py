@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from genenv.inference.base import InferenceError
+from genenv.inference.base import InferenceError, SamplingParams
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.settings import InferenceSettings
 
@@ -50,9 +50,9 @@ def _backend(handler: Any, **settings: Any) -> tuple[OpenAIBackend, list[dict[st
 async def test_chat_request_and_parsing() -> None:
     backend, seen = _backend(lambda r: httpx.Response(200, json=CHAT_RESPONSE))
     schema = {"type": "object"}
-    c = await backend.chat(
-        [{"role": "user", "content": "hi"}], adapter="run-agent-v2", logprobs=True, json_schema=schema, stop=["\n"]
-    )
+    c = await backend.chat([{"role": "user", "content": "hi"}],
+                           sampling=SamplingParams(logprobs=True, json_schema=schema, stop=["\n"]),
+                           adapter="run-agent-v2")
     await backend.aclose()
     body = seen[0]["body"]
     assert seen[0]["path"] == "/v1/chat/completions"
@@ -68,7 +68,7 @@ async def test_chat_request_and_parsing() -> None:
 
 async def test_completion_request_and_parsing_with_base_model_name() -> None:
     backend, seen = _backend(lambda r: httpx.Response(200, json=COMPLETION_RESPONSE), served_model_name="base")
-    c = await backend.complete("1, 2, 3,", logprobs=True, max_tokens=3)
+    c = await backend.complete("1, 2, 3,", sampling=SamplingParams(logprobs=True, max_tokens=3))
     await backend.aclose()
     body = seen[0]["body"]
     assert seen[0]["path"] == "/v1/completions"

@@ -14,6 +14,7 @@ from genenv.db.engine import session_scope
 from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import served_adapters
+from genenv.inference.base import SamplingParams
 from genenv.inference.local import LocalBackend
 from genenv.inference.publisher import AdapterPublisher, AdapterPublishError, publish_adapter
 
@@ -46,7 +47,7 @@ async def test_publish_is_idempotent_and_keeps_last_k(
     try:
         results = [await publisher.publish_row(r) for r in rows]
         again = await publisher.publish_row(rows[2])
-        tuned = await backend.chat(MSG, adapter=f"{run_id}-agent-v3", max_tokens=6)
+        tuned = await backend.chat(MSG, sampling=SamplingParams(max_tokens=6), adapter=f"{run_id}-agent-v3")
     finally:
         await backend.aclose()
     assert [r.loaded for r in results] == [True, True, True]

@@ -20,7 +20,7 @@ from genenv.contracts.tasks import ChatMessage, GenerateRequest, InlineSeed, Rej
 from genenv.db.engine import session_scope
 from genenv.db.models import RolloutRow, TaskRow
 from genenv.db.repositories import runs as run_repo
-from genenv.inference.base import Completion, InferenceError
+from genenv.inference.base import GREEDY, Completion, InferenceError
 from genenv.inference.local import LocalBackend
 from genenv.settings import GenEnvSettings
 from genenv_rollout.worker import rollout_epoch
@@ -61,7 +61,7 @@ class ScriptedSimulator:
 
     async def chat(self, messages: list[ChatMessage], **kw: Any) -> Completion:
         self.calls += 1
-        self.schemas.append(kw.get("json_schema"))
+        self.schemas.append(kw.get("sampling", GREEDY).json_schema)
         prompt = messages[-1]["content"]
         key = next(k for k in SCRIPT if json.dumps({"expression": k}) in prompt)
         i = self._next.get(key, 0)
@@ -267,3 +267,13 @@ async def test_an_outage_is_a_503_and_stores_nothing(sqlite_sessions: sessionmak
     assert sim.calls == 2 * len(SCRIPT)
     with session_scope(sqlite_sessions) as s:
         assert s.scalar(select(func.count(TaskRow.id))) == 0
+
+
+async def test_unknown_domain_without_a_database_is_400_not_500() -> None:
+    """A standalone simulator on an empty database: a name that is no static domain is a 400 naming the setting."""
+    client = _client(ScriptedSimulator())
+    with pytest.raises(ApiError) as err:
+        await client.generate(GenerateRequest(domain="my_tools"))
+    await client.aclose()
+    assert (err.value.status_code, err.value.param) == (400, "domain")
+    assert "GENENV_DATABASE__URL" in err.value.message

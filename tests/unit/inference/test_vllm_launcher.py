@@ -40,6 +40,9 @@ def test_cpu_command_and_env() -> None:
         "--enable-lora",
         "--max-lora-rank 16",
         "--max-loras 5",
+        "--logprobs-mode processed_logprobs",
+        "--structured-outputs-config.backend xgrammar",
+        "--structured-outputs-config.disable_any_whitespace true",
     ):
         assert part in joined
     assert cmd[-2:] == ["--max-num-seqs", "32"]
@@ -56,6 +59,16 @@ def test_gpu_command_has_no_eager_or_cpu_cache() -> None:
     cmd = build_command(cfg)
     assert "--enforce-eager" not in cmd and "--gpu-memory-utilization" in cmd
     assert "VLLM_CPU_KVCACHE_SPACE" not in build_env(cfg, {})
+
+
+def test_the_image_launch_script_starts_vllm_as_build_command_does() -> None:
+    """deploy/vllm/launch.sh (the GPU image) keeps the flags that change results: sampled log-probs for GRPO and
+    the one grammar backend."""
+    script = (Path(__file__).parents[3] / "deploy" / "vllm" / "launch.sh").read_text()
+    cmd = build_command(VLLMServerConfig(model="/m", cpu=False))
+    for flag in ("--logprobs-mode", "--structured-outputs-config.backend",
+                 "--structured-outputs-config.disable_any_whitespace"):
+        assert f"{flag} {cmd[cmd.index(flag) + 1]}" in script
 
 
 def test_bad_lora_rank_says_which_are_allowed() -> None:
@@ -165,3 +178,20 @@ def test_a_small_cpu_binds_the_engine_to_every_core(
     # what the operator set wins
     mine = build_env(VLLMServerConfig(model="/m", cpu=True), {"VLLM_CPU_OMP_THREADS_BIND": "1"})
     assert mine["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+
+
+def test_started_waits_for_health_and_stops_the_server_after_the_block(tmp_path: Path) -> None:
+    from genenv.inference.launcher import started
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_SERVER)
+    port = _free_port()
+    marker = tmp_path / "sig"
+    with started([sys.executable, str(script), str(port), str(marker)], f"http://127.0.0.1:{port}",
+                 log=tmp_path / "server.log", poll_s=0.1, timeout_s=30) as server:
+        assert server.port == port and server.seconds < 30 and server.proc.poll() is None
+    assert server.proc.returncode == 3 and marker.read_text() == str(signal.SIGTERM)
+    with pytest.raises(LaunchError, match=r"exited with code 4 .*; see .*dead\.log"), started(
+        [sys.executable, "-c", "raise SystemExit(4)"], "http://127.0.0.1:9", log=tmp_path / "dead.log", poll_s=0.1
+    ):
+        pass

@@ -345,6 +345,48 @@ def test_rwr_nan_fails_before_the_update(policy: Any, tokenizer: Any) -> None:
     before = [p.detach().clone() for p in policy.parameters() if p.requires_grad]
     with pytest.raises(NonFiniteError):
         rwr.train_rwr(policy, _rwr_samples(tokenizer, [1.0, 1.0]), cfg, pad_id=tokenizer.pad_token_id, device=CPU,
-                      rng=random.Random(0), fault_nan_at_step=0)
+                      rng=random.Random(0), options=rwr.StepOptions(fault_nan_at_step=0))
     after = [p.detach() for p in policy.parameters() if p.requires_grad]
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_zero_variance_groups_take_budget_but_give_no_gradient(policy: Any, tokenizer: Any) -> None:
+    """agent.budget = tasks: a zero-variance group is kept with zero advantages and signal False; in a step it
+    counts in the batch size (so it dilutes the mean) but is never computed; a step of only such groups is no
+    optimiser step at all."""
+
+    def group(task: int, rewards: list[float]) -> RolloutGroup:
+        return RolloutGroup(task, 0, [Attempt(i, PROMPT, str(10 + i), r) for i, r in enumerate(rewards)])
+
+    groups = [group(1, [1.0, 0.0]), group(2, [1.0, 1.0])]
+    kept, counts = grpo.score_groups(groups, keep_zero_variance=True)
+    assert [(g.group.task_id, g.signal, g.advantages) for g in kept][1] == (2, False, [0.0, 0.0])
+    assert counts["groups_zero_variance"] == 1
+    samples, _ = grpo.to_samples(kept, tokenizer, 256)
+    assert [s.signal for s in samples] == [True, True, False, False]
+    kwargs = {"micro_batch_size": 4, "clip_ratio": 0.2, "kl_coef": 0.0, "pad_id": tokenizer.pad_token_id,
+              "device": CPU}
+    grpo.grpo_loss_backward(policy, samples, **kwargs)
+    diluted = _grads(policy)
+    policy.zero_grad()
+    grpo.grpo_loss_backward(policy, samples[:2], **kwargs)
+    for d, full in zip(diluted, _grads(policy), strict=True):
+        assert torch.allclose(d, full / 2, atol=1e-7)  # the same gradient over a batch twice the size
+    policy.zero_grad()
+    cfg = AgentTrainConfig(learning_rate=1e-3, batch_size=2, micro_batch_size=2, max_steps_per_epoch=4)
+    silent = [grpo.GrpoSample(s.example, 0.0, None, signal=False) for s in samples]
+    out = grpo.train_grpo(policy, silent, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
+    assert (out["steps"], out["steps_without_signal"], out["sequences_without_signal"]) == (0, 2, 4)
+
+
+def test_rwr_passes_give_a_fixed_dose_on_a_small_pool(policy: Any, tokenizer: Any) -> None:
+    gens = [Generation(i, "s", PROMPT, f'{{"expression": "{i} + 1"}}', 1.0) for i in range(3)]
+    samples, _ = rwr.to_samples(gens, tokenizer, 256)
+    cfg = SimulatorTrainConfig(learning_rate=1e-4, batch_size=2, micro_batch_size=2, max_steps_per_epoch=5,
+                               passes_per_epoch=4, kl_cap=1e9)
+    out = rwr.train_rwr(policy, samples, cfg, pad_id=tokenizer.pad_token_id, device=CPU, rng=random.Random(0))
+    # A pass over 3 generations is 2 steps (2 + 1); 4 passes would be 8 steps, capped at 5.
+    assert out["steps"] == 5 and out["planned_steps"] == 5 and out["examples_seen"] == 2 + 1 + 2 + 1 + 2
+    one = SimulatorTrainConfig(learning_rate=1e-4, batch_size=2, micro_batch_size=2, max_steps_per_epoch=5)
+    assert rwr.train_rwr(policy, samples, one, pad_id=tokenizer.pad_token_id, device=CPU,
+                         rng=random.Random(0))["steps"] == 2

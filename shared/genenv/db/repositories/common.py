@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, Select
+from sqlalchemy import CursorResult, Row, Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from genenv.contracts.errors import GenEnvError
@@ -111,3 +111,9 @@ def as_utc(value: datetime) -> datetime:
 def as_utc_opt(value: datetime | None) -> datetime | None:
     """``as_utc`` for nullable columns."""
     return None if value is None else as_utc(value)
+
+
+def rowcount(result: Any) -> int:
+    """Rows an UPDATE or DELETE matched (what a conditional write checks)."""
+    assert isinstance(result, CursorResult)
+    return int(result.rowcount)

@@ -1,20 +1,22 @@
 """Experiments: create with their member runs, read, list, start, cancel, and chain sequential members.
 
 Flush, never commit. An experiment stores only 'created', 'running' or 'cancelled'; once running, whether it is
-completed or failed is read off its members (a member's status is the truth, so the two can never disagree).
+completed or failed is read off its members (a member's status is the truth, so the two can never disagree). ``_move``
+is the only writer of the stored status (edges: genenv.lifecycle.EXPERIMENT); members move through runs.move.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from genenv.contracts.adapters import JobKind, Role, adapter_name
 from genenv.contracts.epochs import EpochPhase, EpochSummary
-from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
+from genenv.contracts.errors import GenEnvError, NotFoundError
 from genenv.contracts.experiments import (
     Experiment,
     ExperimentCreate,
@@ -23,16 +25,31 @@ from genenv.contracts.experiments import (
     ExperimentStatus,
     MemberEpoch,
     MemberSeries,
+    SeedBatch,
+    TrainJobSummary,
 )
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import RunConfig, RunMode, RunStatus
 from genenv.contracts.tasks import TaskStatus
-from genenv.db.models import EpochRow, EvaluationRow, ExperimentRow, RunRow, TaskRow, utcnow
+from genenv.db.models import (
+    CurriculumScoreRow,
+    EpochRow,
+    EvaluationRow,
+    ExperimentRow,
+    RunRow,
+    SeedRow,
+    TaskRow,
+    TrainJobRow,
+    utcnow,
+)
 from genenv.db.repositories import runs
 from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
-from genenv.runs_state import TERMINAL
+from genenv.lifecycle import EXPERIMENT, RUN_FINISHED, RUN_LIVE
 
-_LIVE = (RunStatus.RUNNING.value, RunStatus.PAUSED.value)
+if TYPE_CHECKING:
+    from genenv.domains.base import Domain
+
+ROLE_OF_JOB = {JobKind.TRAIN_AGENT: Role.AGENT, JobKind.TRAIN_SIMULATOR: Role.SIMULATOR}
 
 
 def _not_found(experiment_id: str) -> NotFoundError:
@@ -101,7 +118,7 @@ def derived_status(stored: str, statuses: list[RunStatus]) -> ExperimentStatus:
     """
     if stored != ExperimentStatus.RUNNING.value:
         return ExperimentStatus(stored)
-    if not statuses or any(s not in TERMINAL for s in statuses):
+    if not statuses or any(s not in RUN_FINISHED for s in statuses):
         return ExperimentStatus.RUNNING
     if all(s is RunStatus.COMPLETED for s in statuses):
         return ExperimentStatus.COMPLETED
@@ -167,13 +184,7 @@ def start(session: Session, experiment_id: str) -> list[str]:
     """created → running: start every member (concurrent) or the first one. Returns the run ids to hand to the
     orchestrator once this transaction commits; ConflictError (409) unless the experiment is created."""
     row = get(session, experiment_id, for_update=True)
-    if row.status != ExperimentStatus.CREATED.value:
-        raise ConflictError(
-            f"cannot start a {row.status} experiment; start is allowed only from: created",
-            code="illegal_transition",
-        )
-    row.status = ExperimentStatus.RUNNING.value
-    row.updated_at = utcnow()
+    _move(row, EXPERIMENT.action_target(ExperimentStatus(row.status), "start"))
     member_rows = members(session, experiment_id)
     chosen = member_rows if spec(row).concurrent else member_rows[:1]
     for member in chosen:
@@ -186,18 +197,22 @@ def cancel(session: Session, experiment_id: str) -> None:
     """Cancel the experiment and every member not finished yet; ConflictError (409) once it has finished."""
     row = get(session, experiment_id, for_update=True)
     member_rows = members(session, experiment_id)
+    # Judged on the derived status: a running experiment whose members all finished has completed or failed.
     current = derived_status(row.status, [RunStatus(m.status) for m in member_rows])
-    if current not in (ExperimentStatus.CREATED, ExperimentStatus.RUNNING):
-        raise ConflictError(
-            f"cannot cancel a {current.value} experiment; cancel is allowed only from: created, running",
-            code="illegal_transition",
-        )
-    row.status = ExperimentStatus.CANCELLED.value
-    row.updated_at = utcnow()
+    EXPERIMENT.action_target(current, "cancel")
+    _move(row, ExperimentStatus.CANCELLED)
     for member in member_rows:
-        if RunStatus(member.status) not in TERMINAL:
+        if RunStatus(member.status) not in RUN_FINISHED:
             runs.apply_action(session, member.id, "cancel")
     session.flush()
+
+
+def _move(row: ExperimentRow, target: ExperimentStatus) -> None:
+    """The one door for an experiment's stored status: a legal edge of lifecycle.EXPERIMENT on a row read with
+    ``for_update`` (the row lock holds concurrent starts and cancels off on Postgres)."""
+    EXPERIMENT.check(ExperimentStatus(row.status), target)
+    row.status = target.value
+    row.updated_at = utcnow()
 
 
 def start_next_member(session: Session, run_id: str) -> str | None:
@@ -213,7 +228,7 @@ def start_next_member(session: Session, run_id: str) -> str | None:
     if row.status != ExperimentStatus.RUNNING.value or spec(row).concurrent:
         return None
     member_rows = members(session, row.id)
-    if any(m.status in _LIVE for m in member_rows):
+    if any(RunStatus(m.status) in RUN_LIVE for m in member_rows):
         return None
     waiting = [m for m in member_rows if m.status == RunStatus.CREATED.value]
     if not waiting:
@@ -226,12 +241,12 @@ def start_next_member(session: Session, run_id: str) -> str | None:
 def series(session: Session, experiment_id: str) -> ExperimentSeries:
     """Every closed epoch of every member: the summary's curves, the held-out evaluation and the mean difficulty
     of the epoch's valid tasks (the domain's measures)."""
-    from genenv.domains import get_domain  # pure code; imported here so listing experiments never loads domains
+    from genenv.db.repositories import domains  # imported here so listing experiments never loads domains
 
     row = get(session, experiment_id)
     body = spec(row)
     template = body.template
-    domain = get_domain(template.domain)
+    domain = domains.resolve(session, template.domain)
     heldout = template.eval_benchmarks[0] if template.eval_benchmarks else None
     member_rows = members(session, experiment_id)
     out: list[MemberSeries] = []
@@ -251,16 +266,21 @@ def series(session: Session, experiment_id: str) -> ExperimentSeries:
                     evals[int(epoch)] = dict(metrics)
         sums: dict[int, dict[str, float]] = {}
         counts: dict[int, int] = {}
-        for epoch, payload in session.execute(
-            select(TaskRow.epoch, TaskRow.payload)
+        batch_sums: dict[tuple[int, str], dict[str, float]] = {}
+        batch_counts: dict[tuple[int, str], int] = {}
+        for epoch, seed_id, payload in session.execute(
+            select(TaskRow.epoch, TaskRow.seed_id, TaskRow.payload)
             .where(TaskRow.run_id == member.id, TaskRow.status == TaskStatus.VALID.value)
         ):
             if not isinstance(payload, dict):
                 continue
             acc = sums.setdefault(int(epoch), {})
+            per_batch = batch_sums.setdefault((int(epoch), str(seed_id)), {})
             for name, value in domain.difficulty(payload).items():
                 acc[name] = acc.get(name, 0.0) + value
+                per_batch[name] = per_batch.get(name, 0.0) + value
             counts[int(epoch)] = counts.get(int(epoch), 0) + 1
+            batch_counts[(int(epoch), str(seed_id))] = batch_counts.get((int(epoch), str(seed_id)), 0) + 1
         points = []
         for index, stored in epochs:
             summary = EpochSummary.model_validate(stored or {})
@@ -284,6 +304,8 @@ def series(session: Session, experiment_id: str) -> ExperimentSeries:
         out.append(MemberSeries(
             run_id=member.id, mode=RunMode(member.config["mode"]), replicate=member.replicate or 0,
             status=RunStatus(member.status), epochs=points,
+            seed_batches=_seed_batches(session, member.id, domain, batch_sums, batch_counts),
+            train_jobs=_train_jobs(session, member.id),
         ))
     return ExperimentSeries(
         experiment_id=row.id,
@@ -293,7 +315,56 @@ def series(session: Session, experiment_id: str) -> ExperimentSeries:
         alpha=template.curriculum.alpha,
         k_min=template.curriculum.k_min,
         epochs=template.epochs,
+        agent_trains=template.agent.train,
         heldout_benchmark=heldout,
         difficulty_measures=dict(domain.difficulty_measures),
         members=out,
     )
+
+
+def _seed_batches(
+    session: Session, run_id: str, domain: Domain, sums: dict[tuple[int, str], dict[str, float]],
+    counts: dict[tuple[int, str], int],
+) -> list[SeedBatch]:
+    """Every scored seed batch of a run with its seed's difficulty group and its tasks' mean difficulty."""
+    groups = {(int(e), str(sid)): domain.difficulty_group(payload or {}) for e, sid, payload in session.execute(
+        select(SeedRow.epoch, SeedRow.seed_id, SeedRow.payload).where(SeedRow.run_id == run_id))}
+    out: list[SeedBatch] = []
+    for r in session.scalars(select(CurriculumScoreRow).where(CurriculumScoreRow.run_id == run_id)
+                             .order_by(CurriculumScoreRow.epoch, CurriculumScoreRow.seed_id)):
+        key = (int(r.epoch), str(r.seed_id))
+        n_tasks = counts.get(key, 0)
+        out.append(SeedBatch(
+            epoch=r.epoch, seed_id=r.seed_id, group=groups.get(key), k=r.k, n=r.n, p_hat=r.p_hat,
+            in_band=r.in_band, valid_tasks=n_tasks,
+            difficulty={k: v / n_tasks for k, v in sums.get(key, {}).items()} if n_tasks else {},
+        ))
+    return out
+
+
+def _train_jobs(session: Session, run_id: str) -> list[TrainJobSummary]:
+    """A run's training jobs with their dose, and how many tasks each simulator adapter generated afterwards."""
+    written = dict(session.execute(
+        select(TaskRow.generator_adapter, func.count(TaskRow.id))
+        .where(TaskRow.run_id == run_id, TaskRow.generator_adapter.is_not(None))
+        .group_by(TaskRow.generator_adapter)
+    ).tuples().all())
+    out: list[TrainJobSummary] = []
+    for job in session.scalars(select(TrainJobRow).where(
+            TrainJobRow.run_id == run_id, TrainJobRow.kind.in_([JobKind.TRAIN_AGENT.value,
+                                                                JobKind.TRAIN_SIMULATOR.value]))
+            .order_by(TrainJobRow.epoch, TrainJobRow.kind)):
+        m = job.metrics or {}
+        per_step = m.get("per_step") or []
+        last_kl = per_step[-1].get("kl") if per_step and isinstance(per_step[-1], dict) else None
+        role = ROLE_OF_JOB[JobKind(job.kind)]
+        out.append(TrainJobSummary(
+            epoch=job.epoch, kind=job.kind, status=job.status, adapter_version=job.adapter_version,
+            pool_size=m.get("pool_size"), steps=int(m.get("steps") or 0),
+            examples_seen=int(m.get("examples_seen") or 0),
+            kl_to_base=float(last_kl) if isinstance(last_kl, int | float) else None,
+            early_stopped=bool(m.get("early_stopped", False)),
+            tasks_written=0 if job.adapter_version is None else
+            int(written.get(adapter_name(run_id, role, job.adapter_version), 0)),
+        ))
+    return out

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from genenv.contracts.adapters import Adapter, Evaluation, Role
 from genenv.contracts.pagination import Page
-from genenv.contracts.rollouts import Rollout
+from genenv.contracts.rollouts import Rollout, Verdict, VerdictError, VerdictErrorKind
 from genenv.contracts.scores import RunStat, StatKind
 from genenv.contracts.tasks import Task, TaskStatus
 from genenv.db.models import (
@@ -18,6 +18,7 @@ from genenv.db.models import (
     SeedStatRow,
     TaskRow,
     TaskStatRow,
+    VerdictRow,
 )
 from genenv.db.repositories.common import as_utc, keyset_page
 
@@ -58,14 +59,34 @@ def list_rollouts(
     cursor: str | None = None,
     limit: int = 50,
 ) -> Page[Rollout]:
-    """Rollouts of a run's tasks, filtered by task and epoch."""
-    stmt = select(RolloutRow).join(TaskRow, RolloutRow.task_id == TaskRow.id).where(TaskRow.run_id == run_id)
+    """Rollouts of a run's tasks, filtered by task and epoch, each with its verdict once it has one."""
+    stmt = (
+        select(RolloutRow, VerdictRow)
+        .join(TaskRow, RolloutRow.task_id == TaskRow.id)
+        .outerjoin(VerdictRow, VerdictRow.rollout_id == RolloutRow.id)
+        .where(TaskRow.run_id == run_id)
+    )
     if task_id is not None:
         stmt = stmt.where(RolloutRow.task_id == task_id)
     if epoch is not None:
         stmt = stmt.where(TaskRow.epoch == epoch)
     rows, next_cursor = keyset_page(session, stmt, RolloutRow.id, cursor=cursor, limit=limit)
-    return Page[Rollout](items=[Rollout.model_validate(r[0]) for r in rows], next_cursor=next_cursor)
+    items = [Rollout.model_validate(r).model_copy(update={"verdict": _verdict(v)}) for r, v in rows]
+    return Page[Rollout](items=items, next_cursor=next_cursor)
+
+
+def _verdict(row: VerdictRow | None) -> Verdict | None:
+    """The wire verdict of a stored one: the table keeps one error kind/message pair, which on a valid verdict is
+    the reply's form error (score 0) and on an invalid one the reason it was left out."""
+    if row is None:
+        return None
+    err = None if row.error_kind is None else VerdictError(
+        kind=VerdictErrorKind(row.error_kind), message=row.error_message or ""
+    )
+    return Verdict(
+        valid=row.valid, score=row.score, success=row.success, details=row.details,
+        error=None if row.valid else err, form_error=err if row.valid else None,
+    )
 
 
 def list_adapters(

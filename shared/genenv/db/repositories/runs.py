@@ -1,4 +1,9 @@
-"""Runs: create, read, list (cursor pagination, newest first) and state transitions. Flush, never commit."""
+"""Runs: create, read, list (cursor pagination, newest first) and state transitions. Flush, never commit.
+
+``move`` is the only writer of ``run.status`` (the control plane's actions, the orchestrator's completed and failed,
+an experiment starting or cancelling its members): the edge must be in genenv.lifecycle.RUN and the UPDATE is
+conditioned on the status that was checked.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, or_, select
+from sqlalchemy import Row, and_, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
 from genenv.db.models import RunRow, utcnow
 from genenv.db.repositories.cache import ValidatedCache
-from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
-from genenv.runs_state import action_target, check_transition
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise, rowcount
+from genenv.lifecycle import RUN
 
 
 def new_run_id() -> str:
@@ -101,25 +107,43 @@ def list_runs(
     return Page[Run](items=[_run(r, configs[r.id]) for r in rows], next_cursor=next_cursor)
 
 
-def transition(session: Session, run_id: str, target: RunStatus, *, error: str | None = None) -> RunRow:
-    """Move a run to ``target`` along a legal edge (ConflictError 409 otherwise); record ``error`` if given."""
-    row = get(session, run_id, for_update=True)
-    check_transition(RunStatus(row.status), target)
-    row.status = target.value
+def move(session: Session, row: RunRow, target: RunStatus, *, error: str | None = None) -> RunRow:
+    """The one door for a run's status: ``row`` (read with ``for_update``) moves along a legal edge of
+    lifecycle.RUN, ConflictError (409) otherwise; ``error`` is recorded if given.
+
+    The write is conditioned on the status just checked: on Postgres the row lock already holds other writers off,
+    on SQLite (no row locks) a writer that changed the row in between turns this write into a 409 instead of
+    being overwritten.
+    """
+    current = RunStatus(row.status)
+    RUN.check(current, target)
+    values: dict[str, Any] = {"status": target.value, "updated_at": utcnow()}
     if error is not None:
-        row.error = error
-    row.updated_at = utcnow()
-    session.flush()
+        values["error"] = error
+    result = session.execute(
+        update(RunRow).where(RunRow.id == row.id, RunRow.status == current.value).values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if rowcount(result) != 1:
+        session.refresh(row)
+        raise ConflictError(
+            f"run {row.id} became {row.status} while it was being moved to {target.value}; try again",
+            param="run_id", code="concurrent_transition",
+        )
+    for name, value in values.items():  # the loaded row reflects the write without a second UPDATE
+        set_committed_value(row, name, value)
     return row
+
+
+def transition(session: Session, run_id: str, target: RunStatus, *, error: str | None = None) -> RunRow:
+    """Lock the run and move it to ``target`` (``move``); ConflictError (409) on an illegal edge."""
+    return move(session, get(session, run_id, for_update=True), target, error=error)
 
 
 def apply_action(session: Session, run_id: str, action: RunAction) -> RunRow:
     """Apply a user action (start/pause/resume/cancel); ConflictError (409) when not allowed now."""
     row = get(session, run_id, for_update=True)
-    row.status = action_target(RunStatus(row.status), action).value
-    row.updated_at = utcnow()
-    session.flush()
-    return row
+    return move(session, row, RUN.action_target(RunStatus(row.status), action))
 
 
 def require(session: Session, run_id: str) -> None:
