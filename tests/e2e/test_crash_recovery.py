@@ -83,6 +83,13 @@ def _moved(before: object, now: object, phase: str) -> bool:
     return now != before
 
 
+def _generations(engine: Any, run_id: str) -> list[tuple[str, str | None, str | None]]:
+    """(status, rejection reason, raw text) of every generation: what a failure message needs to say why."""
+    with engine.connect() as c:
+        return [tuple(r) for r in c.execute(select(TaskRow.status, TaskRow.rejection_reason, TaskRow.raw_text)
+                                            .where(TaskRow.run_id == run_id)).all()]
+
+
 def _measure_recovery(engine: Any, run_id: str, phase: str, killed_at: float, before: object) -> float:
     deadline = killed_at + 600
     while time.monotonic() < deadline:
@@ -147,7 +154,7 @@ def test_kill_mid_phase_then_resume(phase: str, crash_stack: DevStack, e2e_db: s
         assert c["tasks"] == SEEDS * N
         assert c["rollouts"] == c["valid"] * G
         assert c["verdicts"] == c["rollouts"]
-        assert c["scores"] == c["scorable_seeds"] > 0
+        assert c["scores"] == c["scorable_seeds"] > 0, (c, _generations(engine, run_id))
         with engine.connect() as conn:
             per_attempt = conn.execute(select(func.count()).select_from(RolloutRow).join(TaskRow)
                                        .where(TaskRow.run_id == run_id)
