@@ -129,8 +129,8 @@ async def generate_tasks(
 ) -> list[GeneratedTask]:
     """n variations per seed (``None`` = seedless), all requests in flight at once (the backend bounds them)."""
     # skip: (seed id, variation) pairs that exist already. known: payload keys accepted per seed, so a new
-    # generation equal to one of them (or to an earlier variation) is a DUPLICATE. A copy of the seed itself is
-    # allowed: it is a valid task and the curriculum scores it like any other.
+    # generation equal to one of them (or to an earlier variation) is a DUPLICATE, as is a copy of the seed itself
+    # (rejected in _task: a variation is never its seed).
     schema = domain.task_json_schema() if guided else None
     jobs = [
         (seed, missing)

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from genenv.benchmarks.base import run_evaluation
+from genenv.benchmarks.base import Evaluator, run_evaluation
+from genenv.benchmarks.domain_heldout import domain_heldout
 from genenv.benchmarks.registry import get_evaluator
 from genenv.contracts.adapters import EvaluateRequest, Evaluation
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerifyResponse
+from genenv.contracts.runs import heldout_domain
 from genenv.db.engine import session_scope
-from genenv.db.repositories import evaluations, runs
+from genenv.db.repositories import domains, evaluations, runs
 from genenv.settings import VerifierSettings
 from genenv_verifier.deps import ResourcesDep, VerifierResources
 from genenv_verifier.parsing import parse_verify_request, request_body_doc
@@ -21,7 +24,8 @@ from genenv_verifier.verification import verify_items
 
 router = APIRouter(prefix="/v1", tags=["verifier"])
 
-BenchmarkName = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")]
+BenchmarkName = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^(domain:)?[a-z0-9_]+$",
+                                    description="A benchmark, or domain:NAME for a domain's own eval rows.")]
 
 
 class TooManyItemsError(GenEnvError):
@@ -59,7 +63,8 @@ async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: Resour
     idempotency key, a stored evaluation is returned, and a request arriving while the same key is being evaluated
     in this process waits for that evaluation instead of running the benchmark again.
     """
-    evaluator = get_evaluator(name)
+    with session_scope(resources.sessions) as session:
+        evaluator = _evaluator(session, name)
     split = body.split or evaluator.default_split
     evaluator.check_split(split)
     with session_scope(resources.sessions) as session:
@@ -74,8 +79,17 @@ async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: Resour
     return await resources.single_flight(body.idempotency_key, lambda: _evaluate(name, body, split, resources))
 
 
+def _evaluator(session: Session, name: str) -> Evaluator:
+    """The benchmark's evaluator, or for domain:NAME one built on that domain (which may be data-defined, hence
+    resolved here, where the database is)."""
+    domain_name = heldout_domain(name)
+    return get_evaluator(name) if domain_name is None else domain_heldout(domains.resolve(session, domain_name,
+                                                                                          param="name"))
+
+
 async def _evaluate(name: str, body: EvaluateRequest, split: str, resources: VerifierResources) -> Evaluation:
-    evaluator = get_evaluator(name)
+    with session_scope(resources.sessions) as session:
+        evaluator = _evaluator(session, name)
     report = await run_evaluation(
         evaluator,
         resources.inference(),

@@ -27,7 +27,7 @@ def create_experiment(body: ExperimentCreate, cp: ControlPlaneDep) -> Experiment
     """Store the experiment and its member runs (status 'created'); nothing runs until it is started."""
     check_model_location(body.template.base_model, model_roots(cp.settings.paths), param="template.base_model")
     with cp.transaction() as session:
-        domains.resolve(session, body.template.domain, param="template.domain")
+        domains.check_config_domains(session, body.template, param="template")
         row = experiments.create(session, body)
         return experiments.to_contract(row, experiments.members(session, row.id))
 

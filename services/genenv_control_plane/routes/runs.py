@@ -27,7 +27,7 @@ def create_run(body: RunCreate, cp: ControlPlaneDep) -> Run:
     """Validate and store a run config; the run starts in status 'created'."""
     check_model_location(body.config.base_model, model_roots(cp.settings.paths))
     with cp.transaction() as session:
-        domains.resolve(session, body.config.domain, param="config.domain")  # 404 for a name nobody registered
+        domains.check_config_domains(session, body.config, param="config")  # 404 for a name nobody registered
         row = runs.create(session, body.config)
     return runs.to_contract(row)
 

@@ -25,6 +25,21 @@ BENCHMARK_SPLITS: dict[str, tuple[str, ...]] = {
 """Benchmarks a run may evaluate and their splits (the contract's copy of each evaluator's ``splits``, kept equal
 by tests/unit/foundation/test_run_config.py: contracts do not import the evaluators)."""
 
+DOMAIN_HELDOUT_PREFIX = "domain:"
+"""``domain:NAME`` in ``eval_benchmarks`` evaluates on domain NAME's own eval rows (a data-defined domain's held-out
+rows, say): any domain, so only its form is checked here; whether NAME exists is checked where the config is
+stored, as for ``domain``."""
+
+
+def _is_domain_heldout(name: str) -> bool:
+    return name.startswith(DOMAIN_HELDOUT_PREFIX) and re.match(
+        DOMAIN_NAME_PATTERN, name.removeprefix(DOMAIN_HELDOUT_PREFIX)) is not None
+
+
+def heldout_domain(benchmark: str) -> str | None:
+    """The domain named by ``domain:NAME``, or None for a benchmark."""
+    return benchmark.removeprefix(DOMAIN_HELDOUT_PREFIX) if _is_domain_heldout(benchmark) else None
+
 
 class RunMode(enum.StrEnum):
     """The paper's method and its baselines."""
@@ -245,8 +260,8 @@ class RunConfig(WriteModel):
     eval_benchmarks: list[str] = Field(
         default_factory=list,
         max_length=6,
-        description="Benchmark names evaluated at EVALUATE. An experiment's report takes the first as its held-out "
-        "accuracy.",
+        description="Benchmark names evaluated at EVALUATE, or domain:NAME for domain NAME's own eval rows (a "
+        "data-defined domain's held-out rows). An experiment's report takes the first as its held-out accuracy.",
     )
     eval_limit: int | None = Field(
         default=None, ge=1, le=1_000_000, description="Items per benchmark at EVALUATE (None = all)."
@@ -281,9 +296,10 @@ class RunConfig(WriteModel):
     @field_validator("eval_benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
-        unknown = sorted(set(v) - set(BENCHMARK_SPLITS))
+        unknown = sorted(name for name in set(v) - set(BENCHMARK_SPLITS) if not _is_domain_heldout(name))
         if unknown:
-            raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARK_SPLITS)}")
+            raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARK_SPLITS)} or "
+                             f"{DOMAIN_HELDOUT_PREFIX}NAME (domain NAME's eval rows)")
         return v
 
     @model_validator(mode="after")
@@ -302,8 +318,9 @@ class RunConfig(WriteModel):
         for name, split in self.eval_splits.items():
             if name not in self.eval_benchmarks:
                 raise ValueError(f"eval_splits names {name!r}, which is not in eval_benchmarks {self.eval_benchmarks}")
-            if split not in BENCHMARK_SPLITS[name]:
-                raise ValueError(f"{name} has no split {split!r}; choose from {list(BENCHMARK_SPLITS[name])}")
+            splits = BENCHMARK_SPLITS.get(name, ("eval",))  # a domain's held-out rows are its eval split
+            if split not in splits:
+                raise ValueError(f"{name} has no split {split!r}; choose from {list(splits)}")
         return self
 
     @property

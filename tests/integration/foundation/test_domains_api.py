@@ -100,6 +100,22 @@ async def test_unknown_domain_in_a_run_config_is_404(api: Api) -> None:
     assert err["param"] == "config.domain"
 
 
+async def test_domain_heldout_names_a_registered_domain(api: Api) -> None:
+    assert (await api.client.post("/v1/domains", json={"name": "rooms", "kind": "function_calling",
+                                                        "content": GOOD})).status_code == 201
+    ok = await api.client.post("/v1/runs", json={"config": {"domain": "rooms", "eval_every": 1,
+                                                            "eval_benchmarks": ["domain:rooms", "bfcl"]}})
+    assert ok.status_code == 201, ok.text
+    err = _error(await api.client.post("/v1/runs", json={"config": {
+        "domain": "rooms", "eval_every": 1, "eval_benchmarks": ["domain:nobody_registered"]}}), 404)
+    assert (err["param"], err["code"]) == ("config.eval_benchmarks", "unknown_domain")
+    err = _error(await api.client.post("/v1/experiments", json={"name": "e", "modes": ["genenv"], "template": {
+        "domain": "rooms", "eval_every": 1, "eval_benchmarks": ["domain:nobody_x"]}}), 404)
+    assert err["param"] == "template.eval_benchmarks"
+    err = _error(await api.client.post("/v1/runs", json={"config": {"eval_benchmarks": ["domain:Not A Name"]}}), 422)
+    assert err["param"] == "config.eval_benchmarks"
+
+
 async def test_seed_file_over_the_limit_is_413(db_url: str) -> None:
     settings = app_settings(db_url, domains={"max_seed_file_bytes": 2048}, max_body_bytes=1024 * 1024)
     app = create_app(settings, enqueuer=RecordingEnqueuer(db_url))

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from genenv.contracts.domains import DomainCreate
 from genenv.contracts.runs import RunConfig
-from genenv.db.models import RolloutRow, SeedRow, TaskRow, VerdictRow
+from genenv.db.models import EvaluationRow, RolloutRow, SeedRow, TaskRow, VerdictRow
 from genenv.settings import GenEnvSettings
 from genenv_orchestrator.driver import drive
 from genenv_orchestrator.runtime import embedded_stack
@@ -57,6 +57,8 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
             "domain": "meeting_tools", "mode": "genenv", "epochs": EPOCHS, "seeds_per_epoch": SEEDS,
             "variations_per_seed": VARIATIONS, "rollouts_per_task": G, "max_response_tokens": 32,
             "max_task_tokens": 160, "curriculum": {"k_min": 0.5},
+            # held-out evaluation on the seed file's eval rows, every epoch
+            "eval_every": 1, "eval_benchmarks": ["domain:meeting_tools"],
             "agent": {"batch_size": 8, "micro_batch_size": 8, "max_steps_per_epoch": 1},
             "simulator": {"batch_size": 4, "micro_batch_size": 4, "max_steps_per_epoch": 1},
         })
@@ -73,8 +75,11 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
             verdicts = list(s.scalars(select(VerdictRow).join(RolloutRow).join(TaskRow)
                                       .where(TaskRow.run_id == run.id)))
             valid_verdicts = sum(1 for v in verdicts if v.valid)
+            evaluations = [(e.epoch, e.benchmark, e.split, e.n_items, dict(e.metrics)) for e in s.scalars(
+                select(EvaluationRow).where(EvaluationRow.run_id == run.id).order_by(EvaluationRow.epoch))]
     return {"info": info, "status": status, "error": final.error, "epochs": epochs, "tasks": tasks,
-            "seeds": seeds, "rollouts": rollouts, "verdicts": len(verdicts), "valid_verdicts": valid_verdicts}
+            "seeds": seeds, "rollouts": rollouts, "verdicts": len(verdicts), "valid_verdicts": valid_verdicts,
+            "evaluations": evaluations}
 
 
 def test_data_defined_function_calling_domain_runs_two_epochs(tmp_path: Path, model_dir: Path, vllm_url: str) -> None:
@@ -97,3 +102,9 @@ def test_data_defined_function_calling_domain_runs_two_epochs(tmp_path: Path, mo
     assert out["verdicts"] == out["rollouts"]
     assert out["valid_verdicts"] == out["verdicts"]  # scored by the BFCL checker through the payload's kind
     assert sum(e.summary.rollouts for e in out["epochs"]) == out["rollouts"]
+    # each epoch evaluated the agent on the one eval row, with the domain's prompt and checker
+    assert [(e, b, sp, n) for e, b, sp, n, _ in out["evaluations"]] == [
+        (0, "domain:meeting_tools", "eval", 1), (1, "domain:meeting_tools", "eval", 1)]
+    for *_, metrics in out["evaluations"]:
+        overall = metrics["overall"]
+        assert overall["n"] == 1 and overall["invalid"] == 0 and overall["accuracy"] in (0.0, 1.0)

@@ -54,6 +54,31 @@ async def test_evaluate_runs_stores_and_is_idempotent(
         assert row is not None and row.n_items == 6 and row.metrics["overall"]["n"] == 6
 
 
+async def test_evaluate_a_domains_eval_rows(
+    vllm_url: str, verifier_pg: sessionmaker[Session], benchmarks_dir: Path
+) -> None:
+    """domain:NAME runs the agent on the domain's eval rows with its prompt and checker (a built-in domain here; the
+    data-defined case runs in tests/integration/orchestrator/test_data_domain_run.py)."""
+    from genenv_verifier.app import create_app
+
+    settings = verifier_settings(benchmarks_dir)
+    backend = OpenAIBackend(vllm_url, settings.inference)
+    app = create_app(settings, sessions=verifier_pg, backend=backend)
+    async with VerifierClient("http://v", transport=httpx.ASGITransport(app)) as client:
+        evaluation = await client.evaluate("domain:arithmetic", EvaluateRequest(limit=4))
+        assert (evaluation.benchmark, evaluation.split, evaluation.n_items) == ("domain:arithmetic", "eval", 4)
+        overall = evaluation.metrics["overall"]
+        assert overall["n"] == 4 and overall["invalid"] == 0 and 0 <= overall["solved"] <= 4
+        assert len(evaluation.metrics["categories"]) == 4  # the limit takes one item per level, round-robin
+        with pytest.raises(ApiError) as err:
+            await client.evaluate("domain:nobody_registered", EvaluateRequest(limit=1))
+        assert err.value.status_code == 404 and err.value.param == "name"
+        with pytest.raises(ApiError) as err:
+            await client.evaluate("domain:arithmetic", EvaluateRequest(split="heldout", limit=1))
+        assert err.value.status_code == 422 and err.value.param == "split"
+    await backend.aclose()
+
+
 @pytest.mark.slow
 def test_cli_evaluate_prints_the_table(vllm_url: str, benchmarks_dir: Path, tmp_path: Path) -> None:
     env = {

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from genenv.contracts.domains import DomainCreate, DomainInfo
 from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
+from genenv.contracts.runs import RunConfig, heldout_domain
 from genenv.db.models import DataDomainRow
 from genenv.domains import REGISTRY, UnknownDomainError
 from genenv.domains.base import Domain
@@ -109,3 +110,12 @@ def resolve(session: Session, name: str, *, param: str = "domain") -> Domain:
             raise NotFoundError(message, param=param, code="unknown_domain") from None
     return REGISTRY.data_domain(row.name, row.kind, row.content, dict(row.options))
 
+
+
+def check_config_domains(session: Session, config: RunConfig, *, param: str) -> None:
+    """NotFoundError unless the config's domain and every ``domain:NAME`` it evaluates on exist (the contract checks
+    only their form: it sits below the registry and the database)."""
+    resolve(session, config.domain, param=f"{param}.domain")
+    for benchmark in config.eval_benchmarks:
+        if (name := heldout_domain(benchmark)) is not None:
+            resolve(session, name, param=f"{param}.eval_benchmarks")
