@@ -81,12 +81,13 @@ MODES: dict[RunMode, str] = {
 }
 
 # Values accepted where the type alone does not say (validated in code).
-CHOICES: dict[str, list[str]] = {"domain": domain_names(), "eval_benchmarks": benchmark_names()}
+CHOICES: dict[str, list[str]] = {"domain": domain_names(), "eval_benchmarks": [*benchmark_names(), "domain:NAME"]}
 
 CROSS_FIELD_RULES = (
     "`agent.micro_batch_size` ≤ `agent.batch_size`, and the same for `simulator`.",
     "`eval_every` > 0 needs at least one entry in `eval_benchmarks`.",
-    "`eval_benchmarks` entries must be benchmark names (listed above).",
+    "`eval_benchmarks` entries must be benchmark names (listed above) or `domain:NAME` (the eval rows of domain NAME, "
+    "which must exist where the config is stored: 404 otherwise).",
     "`lora.rank` must not exceed the vLLM servers' `--max-lora-rank` (16 in `deploy/vllm/launch.sh` and "
     "`genenv serve vllm`); otherwise publishing the adapter fails.",
     "`base_model` must be the model the vLLM servers serve (`GENENV_INFERENCE__BASE_MODEL`): the trainer loads "
