@@ -13,7 +13,7 @@ from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import get_domain
 from genenv.domains.base import DataMissingError, TaskRejected
-from genenv.domains.function_calling import (
+from genenv.domains.function_calling.domain import (
     TASK_SCHEMA,
     TRAIN_PERCENT,
     FunctionCallingDomain,

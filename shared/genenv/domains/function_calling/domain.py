@@ -7,7 +7,7 @@ Task payload (seeds and generated tasks alike)::
      "functions": [{"name", "description", "parameters": {"type": "dict", "properties", "required"}}],
      "ground_truth": [{"func_name": {"param": [allowed values, "" = may be omitted]}}]}   # [] = irrelevance
 
-The category decides how calls are matched (:mod:`genenv.checkers.bfcl`): simple, multiple, parallel
+The category decides how calls are matched (:mod:`genenv.domains.function_calling.checker`): simple, multiple, parallel
 (order-free), irrelevance (pass iff no call). Generated tasks get ``simple``/``multiple``/``parallel``/
 ``parallel_multiple``/``irrelevance`` from their shape.
 
@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.checkers.base import run_checker
-from genenv.checkers.bfcl import (
+from genenv.contracts.rollouts import Verdict
+from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+from genenv.domains.base import DataMissingError, Domain, TaskRejected
+from genenv.domains.function_calling.checker import (
     IRRELEVANCE,
     PYTHON_TYPES,
     CompiledTask,
     compile_task,
     score_response,
 )
-from genenv.contracts.rollouts import Verdict
-from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
-from genenv.domains.base import DataMissingError, Domain, TaskRejected
 
 TRAIN_PERCENT = 30
 """Share (percent) of BFCL single-turn items used as seeds; the rest is the evaluation split."""
