@@ -43,7 +43,8 @@ from rich.table import Table
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import Verdict
 from genenv.devstack import free_port
-from genenv.domains.function_calling.domain import DOMAIN, bfcl_dir, compiled
+from genenv.domains.function_calling.data import bfcl_dir
+from genenv.domains.function_calling.domain import DOMAIN, compiled
 from genenv.domains.function_calling.reference import REFERENCE_MODEL_NAME, load_official
 from genenv.inference.launcher import Started
 from genenv.settings import get_settings

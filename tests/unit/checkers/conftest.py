@@ -18,7 +18,7 @@ from genenv.domains.function_calling.reference import OfficialBfcl, load_officia
 @pytest.fixture
 def bfcl_dir(full_benchmarks_dir: Path) -> Path:
     """The complete BFCL data folder (the benchmarks folder's, else the bfcl-eval package's)."""
-    from genenv.domains.function_calling.domain import bfcl_dir as locate
+    from genenv.domains.function_calling.data import bfcl_dir as locate
 
     return locate(full_benchmarks_dir)
 

@@ -27,7 +27,8 @@ from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
 from genenv.checkers.base import run_checker, valid_verdict
 from genenv.contracts.rollouts import Verdict
 from genenv.contracts.tasks import ChatMessage
-from genenv.domains.function_calling.domain import DOMAIN, bfcl_dir, load_category, split_of, system_prompt
+from genenv.domains.function_calling.data import bfcl_dir, load_category, split_of
+from genenv.domains.function_calling.domain import DOMAIN, system_prompt
 from genenv.domains.function_calling.multiturn import (
     CATEGORY as MULTI_TURN,
 )
