@@ -40,11 +40,12 @@ from _common import ROOT, load_file, serving
 from rich.console import Console
 from rich.table import Table
 
-from genenv.checkers.bfcl_reference import REFERENCE_MODEL_NAME, load_official
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import Verdict
 from genenv.devstack import free_port
-from genenv.domains.function_calling import DOMAIN, bfcl_dir, compiled
+from genenv.domains.function_calling.data import bfcl_dir
+from genenv.domains.function_calling.domain import DOMAIN, compiled
+from genenv.domains.function_calling.reference import REFERENCE_MODEL_NAME, load_official
 from genenv.inference.launcher import Started
 from genenv.settings import get_settings
 

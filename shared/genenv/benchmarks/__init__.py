@@ -1,1 +1,2 @@
-"""Benchmark evaluators (BFCL, API-Bank, Bamboogle, ALFWorld, TravelPlanner) on one framework (``base``)."""
+"""The benchmark harness: one framework (``base``) and the lookup by benchmark name (``registry``); each family's
+evaluator lives in its folder, ``genenv.domains.<family>.benchmark``."""

@@ -3,7 +3,8 @@
 Everything that turns a domain name into behaviour reads it: the simulator (prompts, validation), the verifier
 (checkers), the benchmarks (evaluators), experiments, the orchestrator and the CLI.
 
-- **Built-ins** are a table of modules, imported on first use so each process loads only what it needs.
+- **Built-ins** are a table of family folders (``genenv.domains.<family>``: ``domain.py``, ``checker.py``,
+  ``benchmark.py``), imported on first use so each process loads only what it needs.
 - **Plug-ins** are entry points of the ``genenv.domains`` group, ``name = "package.module:OBJECT"``, where OBJECT
   is a :class:`~genenv.domains.base.Domain` instance, a Domain subclass or a factory returning one. A plug-in that
   fails to import or violates the interface is listed as failed with its reason; it never hides the others.
@@ -39,21 +40,31 @@ Source = Literal["builtin", "plugin", "data"]
 
 @dataclass(frozen=True)
 class Family:
-    """A built-in task family: its domain module and its benchmark evaluator (name and module)."""
+    """A built-in task family: its folder (a package holding ``domain.py`` with ``DOMAIN`` and ``benchmark.py``
+    with ``EVALUATOR``) and the name of its benchmark."""
 
     domain: str
-    domain_module: str
+    package: str
     benchmark: str
-    benchmark_module: str
+
+    @property
+    def domain_module(self) -> str:
+        """The module defining the family's ``DOMAIN``."""
+        return f"{self.package}.domain"
+
+    @property
+    def benchmark_module(self) -> str:
+        """The module defining the family's benchmark ``EVALUATOR``."""
+        return f"{self.package}.benchmark"
 
 
 BUILTIN_FAMILIES: tuple[Family, ...] = (
-    Family("arithmetic", "genenv.domains.arithmetic", "arithmetic", "genenv.benchmarks.arithmetic"),
-    Family("function_calling", "genenv.domains.function_calling", "bfcl", "genenv.benchmarks.bfcl"),
-    Family("api_bank", "genenv.domains.api_bank", "api_bank", "genenv.benchmarks.api_bank"),
-    Family("qa", "genenv.domains.qa", "bamboogle", "genenv.benchmarks.bamboogle"),
-    Family("alfworld_step", "genenv.domains.alfworld_step", "alfworld", "genenv.benchmarks.alfworld"),
-    Family("travel_plan", "genenv.domains.travel_plan", "travelplanner", "genenv.benchmarks.travelplanner"),
+    Family("arithmetic", "genenv.domains.arithmetic", "arithmetic"),
+    Family("function_calling", "genenv.domains.function_calling", "bfcl"),
+    Family("api_bank", "genenv.domains.api_bank", "api_bank"),
+    Family("qa", "genenv.domains.qa", "bamboogle"),
+    Family("alfworld_step", "genenv.domains.alfworld_step", "alfworld"),
+    Family("travel_plan", "genenv.domains.travel_plan", "travelplanner"),
 )
 
 
@@ -173,7 +184,7 @@ class DomainRegistry:
     def entries(self) -> list[DomainEntry]:
         """Built-ins and plug-ins, failed plug-ins included with their reason."""
         self._discover()
-        builtins = [DomainEntry(f.domain, "builtin", f.domain_module) for f in self._families.values()]
+        builtins = [DomainEntry(f.domain, "builtin", f.package) for f in self._families.values()]
         return sorted([*builtins, *self._plugin_entries], key=lambda e: (e.source != "builtin", e.name))
 
     def get(self, name: str) -> Domain:

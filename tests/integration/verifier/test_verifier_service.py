@@ -18,7 +18,7 @@ from genenv.clients.verifier import VerifierClient
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem, VerifyRequest
 from genenv.domains import get_domain
 from genenv.domains.base import Domain
-from genenv.domains.function_calling import gold_answer
+from genenv.domains.function_calling.domain import gold_answer
 from genenv.inference.launcher import started
 from genenv_verifier.verification import verify_items
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from bfcl_cases import AST_CATEGORIES, RELEVANCE_CATEGORIES, load_tasks
 
-from genenv.checkers.bfcl_reference import OfficialBfcl, load_official
+from genenv.domains.function_calling.reference import OfficialBfcl, load_official
 
 
 @pytest.fixture
 def bfcl_dir(full_benchmarks_dir: Path) -> Path:
     """The complete BFCL data folder (the benchmarks folder's, else the bfcl-eval package's)."""
-    from genenv.domains.function_calling import bfcl_dir as locate
+    from genenv.domains.function_calling.data import bfcl_dir as locate
 
     return locate(full_benchmarks_dir)
 

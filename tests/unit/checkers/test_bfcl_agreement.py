@@ -15,9 +15,9 @@ import pytest
 from bfcl_cases import PARALLEL, SIMPLE, Case, gold_cases, perturbations, relevance_cases
 
 from genenv.checkers.base import CheckFailure
-from genenv.checkers.bfcl import compile_task, score_response
-from genenv.checkers.bfcl_reference import REFERENCE_MODEL_NAME, OfficialBfcl
 from genenv.checkers.callparse import Call
+from genenv.domains.function_calling.checker import compile_task, score_response
+from genenv.domains.function_calling.reference import REFERENCE_MODEL_NAME, OfficialBfcl
 
 
 def _mine_text(case: Case) -> str:
@@ -153,8 +153,8 @@ def test_documented_decoder_differences(
 def test_system_prompt_is_bfcls_default(official: OfficialBfcl) -> None:
     import json
 
-    from genenv.checkers.bfcl_reference import _load_private, _stubbed_modules
-    from genenv.domains.function_calling import SYSTEM_PROMPT
+    from genenv.domains.function_calling.domain import SYSTEM_PROMPT
+    from genenv.domains.function_calling.reference import _load_private, _stubbed_modules
 
     with _stubbed_modules():
         utils = _load_private("bfcl_eval.model_handler.utils")
@@ -169,7 +169,7 @@ def test_system_prompt_is_bfcls_default(official: OfficialBfcl) -> None:
 def test_multi_turn_executor_matches_bfcls(official: OfficialBfcl, bfcl_dir: Path) -> None:
     import importlib
 
-    from genenv.benchmarks.bfcl_multiturn import World, backends_missing, load_entries, parse_gold
+    from genenv.domains.function_calling.multiturn import World, backends_missing, load_entries, parse_gold
 
     reason = backends_missing()
     if reason is not None:

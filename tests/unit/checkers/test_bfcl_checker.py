@@ -10,9 +10,9 @@ import pytest
 from bfcl_cases import PARALLEL, SIMPLE, gold_calls, gold_cases, perturbations, relevance_cases, render
 
 from genenv.checkers.base import CheckFailure
-from genenv.checkers.bfcl import compile_task, score_response, standardize, verify
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import VerdictErrorKind
+from genenv.domains.function_calling.checker import compile_task, score_response, standardize, verify
 
 # BFCL items no answer can pass, under the official checker too (test_bfcl_agreement checks that): the function
 # doc and the possible answer disagree. They stay in the evaluation split (every model fails them) and are kept

@@ -22,13 +22,13 @@ from genenv.benchmarks.base import (
     run_evaluation,
     take,
 )
-from genenv.benchmarks.bfcl import AST_CATEGORIES, EVALUATOR
-from genenv.benchmarks.bfcl_multiturn import CATEGORY as MULTI_TURN
-from genenv.benchmarks.bfcl_multiturn import backends_missing, parse_gold, render_call
 from genenv.benchmarks.registry import UnknownBenchmarkError, benchmark_names, get_evaluator
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.function_calling import DOMAIN, gold_answer, system_prompt
+from genenv.domains.function_calling.benchmark import AST_CATEGORIES, EVALUATOR
+from genenv.domains.function_calling.domain import DOMAIN, gold_answer, system_prompt
+from genenv.domains.function_calling.multiturn import CATEGORY as MULTI_TURN
+from genenv.domains.function_calling.multiturn import backends_missing, parse_gold, render_call
 from genenv.inference.base import Completion, InferenceError
 from tests.benchdata import BenchData, on_subset_and_full
 

@@ -13,13 +13,8 @@ from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import get_domain
 from genenv.domains.base import DataMissingError, TaskRejected
-from genenv.domains.function_calling import (
-    TASK_SCHEMA,
-    TRAIN_PERCENT,
-    FunctionCallingDomain,
-    gold_answer,
-    split_of,
-)
+from genenv.domains.function_calling.data import TRAIN_PERCENT, split_of
+from genenv.domains.function_calling.domain import TASK_SCHEMA, FunctionCallingDomain, gold_answer
 from tests.benchdata import BenchData, on_subset_and_full
 
 DOMAIN = get_domain("function_calling")

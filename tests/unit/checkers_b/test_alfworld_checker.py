@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from genenv.checkers.alfworld import canonical_action, check_action
 from genenv.checkers.base import run_checker
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.alfworld_step import DOMAIN, read_goal, step_payloads
+from genenv.domains.alfworld_step.checker import canonical_action, check_action
+from genenv.domains.alfworld_step.domain import DOMAIN, read_goal, step_payloads
 from tests.benchdata import BenchData, on_subset_and_full
 
 

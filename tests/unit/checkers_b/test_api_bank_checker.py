@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from genenv.checkers.api_bank import ApiCall, GoldCall, check_api_bank, judge_call, parse_api_request
 from genenv.checkers.base import CheckFailure, run_checker
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.api_bank import DOMAIN, load_level, load_level3_seeds
+from genenv.domains.api_bank.checker import ApiCall, GoldCall, check_api_bank, judge_call, parse_api_request
+from genenv.domains.api_bank.domain import DOMAIN, load_level, load_level3_seeds
 from tests.benchdata import BenchData, on_subset_and_full
 
 

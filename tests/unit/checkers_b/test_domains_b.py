@@ -11,10 +11,10 @@ import pytest
 
 from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import get_domain
-from genenv.domains.alfworld_step import AlfworldStepDomain
+from genenv.domains.alfworld_step.domain import AlfworldStepDomain
 from genenv.domains.base import DataMissingError, TaskRejected
-from genenv.domains.qa import is_seed_item, load_bamboogle
-from genenv.domains.travel_plan import TravelPlanDomain
+from genenv.domains.qa.domain import is_seed_item, load_bamboogle
+from genenv.domains.travel_plan.domain import TravelPlanDomain
 from tests.benchdata import BenchData, on_subset_and_full
 
 

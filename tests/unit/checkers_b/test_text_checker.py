@@ -7,7 +7,7 @@ import pytest
 from genenv.checkers.base import run_checker
 from genenv.checkers.text import check_free_text, exact_match, extract_answer, normalize_answer, token_f1
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.qa import DOMAIN, load_bamboogle
+from genenv.domains.qa.domain import DOMAIN, load_bamboogle
 from tests.benchdata import BenchData, on_subset_and_full
 
 

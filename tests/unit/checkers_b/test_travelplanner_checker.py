@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from genenv.checkers.base import run_checker
-from genenv.checkers.travelplanner import (
+from genenv.contracts.rollouts import VerdictErrorKind
+from genenv.domains.travel_plan.checker import (
     COMMONSENSE,
     Flight,
     TravelQuery,
@@ -19,8 +20,7 @@ from genenv.checkers.travelplanner import (
     evaluate_plan,
     with_task_flights,
 )
-from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.travel_plan import TravelPlanDomain, load_database, load_train, load_validation, travel_dir
+from genenv.domains.travel_plan.domain import TravelPlanDomain, load_database, load_train, load_validation, travel_dir
 from tests.benchdata import BenchData, on_subset_and_full
 
 

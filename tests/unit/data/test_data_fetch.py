@@ -23,7 +23,7 @@ from genenv.data.derive import DERIVATIONS
 from genenv.data.fetch import DataFetchError, fetch_one, inspect, resolve_names
 from genenv.data.manifest import MARKER, BenchmarkData, FileEntry, Manifest, ManifestError, Source, load_manifest
 from genenv.domains import get_domain
-from genenv.domains.api_bank import load_level
+from genenv.domains.api_bank.domain import load_level
 from tests.benchdata import FIXTURE_BENCHMARKS
 from tests.conftest import free_port
 

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from genenv.contracts.rollouts import Verdict
 from genenv.contracts.tasks import ChatMessage, Seed
-from genenv.domains.arithmetic import ArithmeticDomain
+from genenv.domains.arithmetic.domain import ArithmeticDomain
 from genenv.domains.base import Domain
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from genenv.domains.base import DataMissingError
-from genenv.domains.function_calling import DOMAIN, bfcl_dir
+from genenv.domains.function_calling.data import bfcl_dir
+from genenv.domains.function_calling.domain import DOMAIN
 
 
 def test_benchmarks_folder_first(benchmarks_dir: Path) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from genenv.benchmarks.arithmetic import EVALUATOR
 from genenv.benchmarks.base import UnknownSplitError, take
 from genenv.domains import domain_names, get_domain
-from genenv.domains.arithmetic import DOMAIN, HELDOUT_PER_LEVEL, LEVELS, make_payload, split_of
+from genenv.domains.arithmetic.benchmark import EVALUATOR
+from genenv.domains.arithmetic.domain import DOMAIN, HELDOUT_PER_LEVEL, LEVELS, make_payload, split_of
 
 
 def test_items_are_the_eval_split_only_and_never_seeds() -> None:

@@ -15,7 +15,7 @@ from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains.base import TaskRejected
 from genenv.domains.data.domain import check_seed_file
 from genenv.domains.data.seedfile import split_by_hash
-from genenv.domains.function_calling import gold_answer
+from genenv.domains.function_calling.domain import gold_answer
 
 TOOLS = [
     {"type": "function", "function": {"name": "convert_currency", "description": "Convert an amount",

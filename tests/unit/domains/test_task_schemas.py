@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from genenv.domains import REGISTRY, domain_names
-from genenv.domains.function_calling import MAX_NAME_CHARS
+from genenv.domains.function_calling.domain import MAX_NAME_CHARS
 from genenv.inference.launcher import STRUCTURED_OUTPUTS_BACKEND
 
 xgr = pytest.importorskip("xgrammar")

@@ -10,7 +10,7 @@ import pytest
 from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import get_domain
 from genenv.domains.base import Domain, TaskRejected
-from genenv.domains.travel_plan import TravelPlanDomain
+from genenv.domains.travel_plan.domain import TravelPlanDomain
 
 
 def _reason(domain: Domain, obj: dict[str, Any], seed: Seed | None) -> RejectionReason | None:

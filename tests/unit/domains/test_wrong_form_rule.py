@@ -11,9 +11,9 @@ import pytest
 from genenv.checkers.base import DEFAULT_MAX_RESPONSE_CHARS
 from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.domains import get_domain
-from genenv.domains.alfworld_step import AlfworldStepDomain
+from genenv.domains.alfworld_step.domain import AlfworldStepDomain
 from genenv.domains.base import Domain
-from genenv.domains.travel_plan import TravelPlanDomain
+from genenv.domains.travel_plan.domain import TravelPlanDomain
 
 DOMAINS = ["arithmetic", "function_calling", "qa", "api_bank", "alfworld_step", "travel_plan"]
 PROSE = "I am sorry, but I cannot help with that request. Let me think about it some more."

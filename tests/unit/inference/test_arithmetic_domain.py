@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from genenv.contracts.rollouts import VerdictErrorKind
 from genenv.contracts.tasks import RejectionReason
 from genenv.domains import get_domain
-from genenv.domains.arithmetic import (
+from genenv.domains.arithmetic.domain import (
     LEVELS,
     MAX_OPERATORS,
     UnsafeExpressionError,

@@ -26,8 +26,8 @@ from genenv.domains.data.seedfile import (
     parse_number,
     read_seed_file,
 )
-from genenv.domains.function_calling import FunctionCallingDomain, gold_answer
-from genenv.domains.qa import QaDomain, question_and_answer
+from genenv.domains.function_calling.domain import FunctionCallingDomain, gold_answer
+from genenv.domains.qa.domain import QaDomain, question_and_answer
 
 __all__ = ["DATA_KIND_FIELD", "DataDomain", "build_data_domain", "check_seed_file", "kind_domain"]
 

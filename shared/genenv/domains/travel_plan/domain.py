@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.checkers.base import run_checker
-from genenv.checkers.travelplanner import (
+from genenv.contracts.rollouts import Verdict
+from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+from genenv.domains.base import DataMissingError, Domain, TaskRejected
+from genenv.domains.travel_plan.checker import (
     Accommodation,
     Flight,
     Restaurant,
@@ -33,9 +36,6 @@ from genenv.checkers.travelplanner import (
     check_plan,
     extract_from_to,
 )
-from genenv.contracts.rollouts import Verdict
-from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
-from genenv.domains.base import DataMissingError, Domain, TaskRejected
 
 # pandas.read_csv's default NA strings: upstream drops every row holding one of them (``.dropna()``).
 _NA = frozenset(

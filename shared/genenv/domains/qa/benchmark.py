@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
 from genenv.checkers.text import normalize_answer
-from genenv.domains.qa import DOMAIN, is_seed_item, load_bamboogle
+from genenv.domains.qa.domain import DOMAIN, is_seed_item, load_bamboogle
 
 _NUMBER = re.compile(r"^[\d\s,.]+$")
 

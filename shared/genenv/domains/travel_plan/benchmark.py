@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
 from genenv.checkers.base import invalid_verdict
-from genenv.checkers.travelplanner import COMMONSENSE, HARD, TravelQuery, applicable_hard
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerdictErrorKind
-from genenv.domains.travel_plan import DOMAIN, TravelPlanDomain, load_validation
+from genenv.domains.travel_plan.checker import COMMONSENSE, HARD, TravelQuery, applicable_hard
+from genenv.domains.travel_plan.domain import DOMAIN, TravelPlanDomain, load_validation
 from genenv.inference.base import InferenceError
 
 PROXY_NOTE = (

@@ -3,11 +3,11 @@
 Categories and scoring:
 
 - ``simple_python``, ``multiple``, ``parallel``, ``parallel_multiple``, ``irrelevance``: one greedy reply per
-  item to BFCL's default prompt (:func:`genenv.domains.function_calling.system_prompt`), scored with the BFCL AST
-  checker (:mod:`genenv.checkers.bfcl`, 100 % agreement with the official checker, see docs/benchmarks.md). A
-  reply that is not calls is an invalid verdict and counts as not solved, as in BFCL.
+  item to BFCL's default prompt (:func:`genenv.domains.function_calling.domain.system_prompt`), scored with the
+  BFCL AST checker (:mod:`genenv.domains.function_calling.checker`, 100 % agreement with the official checker, see
+  docs/benchmarks.md). A reply that is not calls is an invalid verdict and counts as not solved, as in BFCL.
 - ``multi_turn_long_context``: every turn with gold calls is one item, scored given the gold history by
-  executing calls on BFCL's backends (:mod:`genenv.benchmarks.bfcl_multiturn`). Without ``bfcl-eval``
+  executing calls on BFCL's backends (:mod:`genenv.domains.function_calling.multiturn`). Without ``bfcl-eval``
   installed these items are skipped and the metrics say so.
 
 Splits: ``eval`` (default) = the AST items of the fixed evaluation split of the function-calling domain (never
@@ -24,10 +24,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
-from genenv.benchmarks.bfcl_multiturn import (
+from genenv.checkers.base import run_checker, valid_verdict
+from genenv.contracts.rollouts import Verdict
+from genenv.contracts.tasks import ChatMessage
+from genenv.domains.function_calling.data import bfcl_dir, load_category, split_of
+from genenv.domains.function_calling.domain import DOMAIN, system_prompt
+from genenv.domains.function_calling.multiturn import (
     CATEGORY as MULTI_TURN,
 )
-from genenv.benchmarks.bfcl_multiturn import (
+from genenv.domains.function_calling.multiturn import (
     MAX_STEPS,
     Entry,
     World,
@@ -40,10 +45,6 @@ from genenv.benchmarks.bfcl_multiturn import (
     render_call,
     tool_results_message,
 )
-from genenv.checkers.base import run_checker, valid_verdict
-from genenv.contracts.rollouts import Verdict
-from genenv.contracts.tasks import ChatMessage
-from genenv.domains.function_calling import DOMAIN, bfcl_dir, load_category, split_of, system_prompt
 
 AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
-from genenv.domains.alfworld_step import (
+from genenv.domains.alfworld_step.domain import (
     DOMAIN,
     PROTOCOL_REPLAY,
     SPLITS,

@@ -7,55 +7,34 @@ Task payload (seeds and generated tasks alike)::
      "functions": [{"name", "description", "parameters": {"type": "dict", "properties", "required"}}],
      "ground_truth": [{"func_name": {"param": [allowed values, "" = may be omitted]}}]}   # [] = irrelevance
 
-The category decides how calls are matched (:mod:`genenv.checkers.bfcl`): simple, multiple, parallel
+The category decides how calls are matched (:mod:`genenv.domains.function_calling.checker`): simple, multiple, parallel
 (order-free), irrelevance (pass iff no call). Generated tasks get ``simple``/``multiple``/``parallel``/
 ``parallel_multiple``/``irrelevance`` from their shape.
 
-**Fixed seed / evaluation split.** Seeds come from BFCL's single-turn Python categories (non-live and live,
-incl. irrelevance). An item is a *seed* (split ``train``) iff ``int(sha256("bfcl/" + id)[:16], 16) % 100 <
-TRAIN_PERCENT`` (30); every other item is in split ``eval`` and is never shown to the simulator. The rule depends
-only on the item id, so it is the same on every machine and for every run; the BFCL benchmark evaluator scores
-the ``eval`` split by default (the multi-turn items are never seeds). Seeds whose function docs exceed
-``MAX_SEED_DOC_CHARS`` are left out of ``train`` (they do not fit the simulator prompt of a small model); they
-do not move to ``eval``, so the two splits never overlap whatever the size rule.
+Seeds and the evaluation split come from :mod:`genenv.domains.function_calling.data`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.checkers.base import run_checker
-from genenv.checkers.bfcl import (
+from genenv.contracts.rollouts import Verdict
+from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+from genenv.domains.base import Domain, TaskRejected
+from genenv.domains.function_calling.checker import (
     IRRELEVANCE,
     PYTHON_TYPES,
     CompiledTask,
     compile_task,
     score_response,
 )
-from genenv.contracts.rollouts import Verdict
-from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
-from genenv.domains.base import DataMissingError, Domain, TaskRejected
+from genenv.domains.function_calling.data import SEED_CATEGORIES, in_split, load_category
 
-TRAIN_PERCENT = 30
-"""Share (percent) of BFCL single-turn items used as seeds; the rest is the evaluation split."""
-SEED_CATEGORIES = (
-    "simple_python",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "live_irrelevance",
-)
-MAX_SEED_DOC_CHARS = 4_000
 MAX_QUESTION_CHARS = 2_000
 MAX_FUNCTIONS = 8
 MAX_GOLD_CALLS = 6
@@ -86,64 +65,6 @@ compact JSON instead of BFCL's indent=4 to save the small model's context."""
 def system_prompt(functions: list[dict[str, Any]]) -> str:
     """BFCL's default prompting system prompt for these function docs."""
     return SYSTEM_PROMPT.replace("{functions}", json.dumps(functions))
-
-
-def split_of(item_id: str) -> str:
-    """'train' (seed) or 'eval' for a BFCL item id — the fixed rule documented above."""
-    digest = hashlib.sha256(f"bfcl/{item_id}".encode()).hexdigest()
-    return "train" if int(digest[:16], 16) % 100 < TRAIN_PERCENT else "eval"
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def bfcl_dir(benchmarks_dir: Path | None) -> Path:
-    """The BFCL data folder: ``<benchmarks>/bfcl``, else the data the ``bfcl-eval`` package ships; or
-    DataMissingError naming both places."""
-    candidates: list[Path] = []
-    if benchmarks_dir is not None:
-        candidates.append(Path(benchmarks_dir) / "bfcl")
-    # Located without importing it: importing bfcl_eval pulls in its whole model-handler stack.
-    spec = importlib.util.find_spec("bfcl_eval")
-    if spec is not None and spec.submodule_search_locations:
-        candidates.append(Path(next(iter(spec.submodule_search_locations))) / "data")
-    for root in candidates:
-        if (root / "BFCL_v4_simple_python.json").is_file():
-            return root
-    raise DataMissingError(
-        "BFCL data not found: set GENENV_PATHS__BENCHMARKS to a folder holding bfcl/ (looked in "
-        f"{[str(c) for c in candidates] or 'nothing: the setting is empty'}), or "
-        "`pip install --no-deps bfcl-eval==2026.3.23`, which ships the data (`genenv data fetch bfcl` copies it there)"
-    )
-
-
-def load_category(benchmarks_dir: Path | None, category: str) -> list[dict[str, Any]]:
-    """Task payloads of one single-turn BFCL category, in file order."""
-    root = bfcl_dir(benchmarks_dir)
-    items = _lines(root / f"BFCL_v4_{category}.json")
-    answer_file = root / "possible_answer" / f"BFCL_v4_{category}.json"
-    answers = {a["id"]: a["ground_truth"] for a in _lines(answer_file)} if answer_file.is_file() else {}
-    if "relevance" not in category and not answers:
-        raise DataMissingError(f"BFCL possible answers not found: {answer_file}")
-    return [
-        {
-            "id": item["id"],
-            "category": category,
-            "messages": item["question"][0],
-            "functions": item["function"],
-            "ground_truth": answers.get(item["id"], []),
-        }
-        for item in items
-    ]
-
-
-def in_split(payload: dict[str, Any], split: str) -> bool:
-    """Whether a BFCL payload belongs to 'train' (seeds) or 'eval' (see the module docstring)."""
-    if split_of(payload["id"]) != split:
-        return False
-    return split == "eval" or len(json.dumps(payload["functions"])) <= MAX_SEED_DOC_CHARS
 
 
 # --- compiled-task cache ---------------------------------------------------------------------------------------

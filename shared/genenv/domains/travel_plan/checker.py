@@ -2,7 +2,7 @@
 
 A re-implementation of upstream ``evaluation/commonsense_constraint.py`` and ``hard_constraint.py``
 (OSU-NLP-Group/TravelPlanner) over an in-memory :class:`TravelDatabase`. The database loader lives in
-:mod:`genenv.domains.travel_plan`; everything here is pure. Upstream's lookups are reproduced exactly: a
+:mod:`genenv.domains.travel_plan.domain`; everything here is pure. Upstream's lookups are reproduced exactly: a
 restaurant/attraction/hotel exists when the plan's name is a *substring* of a database name in that city (first
 match in file order after pandas' ``dropna``), costs come from that first match, flights are matched by number.
 

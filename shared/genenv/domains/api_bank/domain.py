@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from genenv.checkers.api_bank import ApiCall, GoldCall, check_api_bank, judge_call, parse_api_request, type_name
 from genenv.checkers.base import CheckFailure, run_checker
 from genenv.contracts.rollouts import Verdict
 from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+from genenv.domains.api_bank.checker import ApiCall, GoldCall, check_api_bank, judge_call, parse_api_request, type_name
 from genenv.domains.base import DataMissingError, Domain, TaskRejected
 
 LEVELS = {

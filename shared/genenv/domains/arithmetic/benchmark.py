@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
-from genenv.domains.arithmetic import DOMAIN
+from genenv.domains.arithmetic.domain import DOMAIN
 
 
 class ArithmeticEvaluator(Evaluator):

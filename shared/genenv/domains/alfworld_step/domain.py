@@ -3,8 +3,8 @@
 Data: ``<benchmarks>/alfworld`` holds the 140 valid_seen and 134 valid_unseen games (``games_index.jsonl`` with
 each game's expert walkthrough). A step is (goal, history of (action, observation), current observation,
 admissible commands) → expert action. Observations and admissible commands only exist once the walkthrough is
-replayed in TextWorld; :mod:`genenv.benchmarks.alfworld` does that (optional ``alfworld`` extra) and caches the
-derived steps as JSONL. Without that cache a step carries the goal (read from the game's grammar) and the
+replayed in TextWorld; :mod:`genenv.domains.alfworld_step.benchmark` does that (optional ``alfworld`` extra) and
+caches the derived steps as JSONL. Without that cache a step carries the goal (read from the game's grammar) and the
 previous expert actions only — protocol ``walkthrough_only``, labelled as such wherever it is reported.
 
 Split: the ALFWorld train games are not in the local data. ``load_seeds("train")`` therefore uses valid_seen
@@ -19,10 +19,10 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from genenv.checkers.alfworld import MAX_ACTION_CHARS, VERBS, canonical_action, check_action
 from genenv.checkers.base import run_checker
 from genenv.contracts.rollouts import Verdict
 from genenv.contracts.tasks import ChatMessage, RejectionReason, Seed
+from genenv.domains.alfworld_step.checker import MAX_ACTION_CHARS, VERBS, canonical_action, check_action
 from genenv.domains.base import DataMissingError, Domain, TaskRejected
 
 SPLITS = ("valid_seen", "valid_unseen")

@@ -3,7 +3,7 @@
 Each item is one API-call sample of ``test-data/level-{1,2}-api.json``: the model sees upstream's instruction
 (with the API descriptions) and the dialogue, and its first ``[ApiName(...)]`` is judged with API-Bank's per-API
 correctness rules, the gold call's recorded result replayed instead of executing the API simulators (see
-:mod:`genenv.checkers.api_bank`). Accuracy = correct / total; unparseable replies count as wrong (and are also
+:mod:`genenv.domains.api_bank.checker`). Accuracy = correct / total; unparseable replies count as wrong (and are also
 reported as ``invalid``). Categories are the two levels; ``level_1_accuracy`` and ``level_2_accuracy`` are the
 paper-style numbers.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
-from genenv.domains.api_bank import DOMAIN, LEVELS, load_level
+from genenv.domains.api_bank.domain import DOMAIN, LEVELS, load_level
 
 
 class ApiBankEvaluator(Evaluator):
