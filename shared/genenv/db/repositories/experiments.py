@@ -260,6 +260,8 @@ def series_records(
         status=derived_status(row.status, [RunStatus(m.status) for m in member_rows]), spec=body,
         members=[MemberRecord(m.id, RunMode(m.config["mode"]), m.replicate or 0, RunStatus(m.status))
                  for m in member_rows],
+        # Epochs before payloads: an epoch read as closed has every task and seed written (closing is its last
+        # phase), so the payloads read below are final for it, and a caller may keep what it measures from them.
         epochs=_closed_epochs(session, ids),
         evaluations=_evaluations(session, ids, body.template.eval_benchmarks[:1]),
         tasks=_payloads(session, TaskRow, ids, known, TaskRow.status == TaskStatus.VALID.value),
