@@ -121,6 +121,102 @@ def _measure_label(key: str) -> str:
     return next((label for k, label, _ in EFFECT_MEASURES if k == key), key)
 
 
+def _effects_section(result: ExperimentResult) -> list[str]:
+    """The per-member effects table."""
+    lines: list[str] = []
+    lines += ["", "## Effects (genenv − baseline, per-member measures, paired by replicate)", ""]
+    if result.effects:
+        rows = [
+            [
+                e.baseline,
+                _measure_label(e.measure) + ("" if e.higher_is_better else " (lower is better)"),
+                _fmt_iv(e.genenv),
+                _fmt_iv(e.baseline_value),
+                _fmt_iv(e.difference, signed=True) + ("" if e.difference is None or e.difference.p_value is None
+                                                       else f" (p = {e.difference.p_value:.3g}, n = {e.difference.n})"),
+                _fmt(e.detectable),
+            ]
+            for e in result.effects
+        ]
+        lines += _table(["baseline", "measure", "genenv", "baseline", "paired difference", "detectable (80 %)"],
+                        rows)
+    else:
+        lines.append(f"{NOT_MEASURED}: needs genenv and random_simulator or static_augmentation members.")
+    return lines
+
+
+def _efficiency_section(result: ExperimentResult) -> list[str]:
+    """Generated tasks each mode needs to reach the target."""
+    lines: list[str] = []
+    de = result.data_efficiency
+    lines += ["", "## Data efficiency", ""]
+    if de.target is None:
+        lines.append(f"{NOT_MEASURED}: no static_augmentation final held-out accuracy.")
+    else:
+        lines.append(
+            f"Generated tasks (mean over replicates) at the first epoch whose mean held-out accuracy reaches "
+            f"static_augmentation's final {_fmt(de.target)}:"
+        )
+        lines.append("")
+        rows = [
+            [r.mode, "never" if r.epoch is None else str(r.epoch), _fmt(r.generated_tasks, 1), _fmt(r.heldout_accuracy)]
+            for r in de.rows
+        ]
+        lines += _table(["mode", "epoch", "generated tasks", "held-out acc."], rows)
+    return lines
+
+
+def _members_section(result: ExperimentResult) -> list[str]:
+    """One row per member run ([] without members)."""
+    lines: list[str] = []
+    if result.members:
+        lines += ["", "## Members", ""]
+        rows = [
+            [
+                m.mode,
+                str(m.replicate),
+                f"`{m.run_id}`",
+                m.status,
+                str(m.epochs_closed),
+                _fmt(m.mean_in_band_share),
+                _fmt(m.mean_abs_gap),
+                _fmt(m.final_heldout_accuracy),
+                "never" if m.first_in_band_epoch is None else str(m.first_in_band_epoch),
+                {True: "yes", False: "no", None: "–"}[m.stayed_in_band],
+            ]
+            for m in result.members
+        ]
+        header = [
+            "mode",
+            "replicate",
+            "run",
+            "status",
+            "epochs",
+            "mean in-band share",
+            "mean |p̂ − α|",
+            "final held-out",
+            "entered band",
+            "stayed",
+        ]
+        lines += _table(header, rows)
+    return lines
+
+
+def _figures_section(figures: Sequence[str], conf: str) -> list[str]:
+    """Links to the figures with their captions ([] without figures)."""
+    lines: list[str] = []
+    if figures:
+        lines += ["", "## Figures", ""]
+        lines += [
+            f"Lines: mean over replicates; shading (error bars in the data-efficiency figure): {conf} t interval "
+            "over replicates.",
+            "",
+        ]
+        for i, name in enumerate(figures, start=1):
+            lines += [f"![{_figure_title(name)}]({name})", "", f"*Figure {i}: {_figure_title(name)}.*", ""]
+    return lines
+
+
 def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures: Sequence[str]) -> str:
     """The experiment report as markdown: settings, per-epoch tables, effects, H1–H4 and links to ``figures``."""
     s = result.settings
@@ -156,88 +252,15 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         lines += _epoch_table(result.per_epoch[mode], result.replicates[mode])
     lines += _category_table(result)
 
-    lines += ["", "## Effects (genenv − baseline, per-member measures, paired by replicate)", ""]
-    if result.effects:
-        rows = [
-            [
-                e.baseline,
-                _measure_label(e.measure) + ("" if e.higher_is_better else " (lower is better)"),
-                _fmt_iv(e.genenv),
-                _fmt_iv(e.baseline_value),
-                _fmt_iv(e.difference, signed=True) + ("" if e.difference is None or e.difference.p_value is None
-                                                       else f" (p = {e.difference.p_value:.3g}, n = {e.difference.n})"),
-                _fmt(e.detectable),
-            ]
-            for e in result.effects
-        ]
-        lines += _table(["baseline", "measure", "genenv", "baseline", "paired difference", "detectable (80 %)"],
-                        rows)
-    else:
-        lines.append(f"{NOT_MEASURED}: needs genenv and random_simulator or static_augmentation members.")
-
+    lines += _effects_section(result)
     lines += _paired_section(result)
     lines += _dose_section(result)
-
-    de = result.data_efficiency
-    lines += ["", "## Data efficiency", ""]
-    if de.target is None:
-        lines.append(f"{NOT_MEASURED}: no static_augmentation final held-out accuracy.")
-    else:
-        lines.append(
-            f"Generated tasks (mean over replicates) at the first epoch whose mean held-out accuracy reaches "
-            f"static_augmentation's final {_fmt(de.target)}:"
-        )
-        lines.append("")
-        rows = [
-            [r.mode, "never" if r.epoch is None else str(r.epoch), _fmt(r.generated_tasks, 1), _fmt(r.heldout_accuracy)]
-            for r in de.rows
-        ]
-        lines += _table(["mode", "epoch", "generated tasks", "held-out acc."], rows)
-
+    lines += _efficiency_section(result)
     lines += ["", "## Hypotheses", ""]
     verdict_rows = [[v.hypothesis, v.statement, v.status, v.reason] for v in result.verdicts]
     lines += _table(["", "hypothesis", "verdict", "why"], verdict_rows)
-
-    if result.members:
-        lines += ["", "## Members", ""]
-        rows = [
-            [
-                m.mode,
-                str(m.replicate),
-                f"`{m.run_id}`",
-                m.status,
-                str(m.epochs_closed),
-                _fmt(m.mean_in_band_share),
-                _fmt(m.mean_abs_gap),
-                _fmt(m.final_heldout_accuracy),
-                "never" if m.first_in_band_epoch is None else str(m.first_in_band_epoch),
-                {True: "yes", False: "no", None: "–"}[m.stayed_in_band],
-            ]
-            for m in result.members
-        ]
-        header = [
-            "mode",
-            "replicate",
-            "run",
-            "status",
-            "epochs",
-            "mean in-band share",
-            "mean |p̂ − α|",
-            "final held-out",
-            "entered band",
-            "stayed",
-        ]
-        lines += _table(header, rows)
-
-    if figures:
-        lines += ["", "## Figures", ""]
-        lines += [
-            f"Lines: mean over replicates; shading (error bars in the data-efficiency figure): {conf} t interval "
-            "over replicates.",
-            "",
-        ]
-        for i, name in enumerate(figures, start=1):
-            lines += [f"![{_figure_title(name)}]({name})", "", f"*Figure {i}: {_figure_title(name)}.*", ""]
+    lines += _members_section(result)
+    lines += _figures_section(figures, conf)
     return "\n".join(lines) + "\n"
 
 
