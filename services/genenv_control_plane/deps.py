@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import redis
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.repositories.common import MAX_LIMIT
+from genenv.experiments.series import DifficultyMemo
 from genenv.queue import make_celery
 from genenv.settings import GenEnvSettings
 from genenv_control_plane.enqueue import CeleryEnqueuer, Enqueuer, InProcessEnqueuer
@@ -24,7 +25,8 @@ _PING_TIMEOUT_S = 2.0
 
 @dataclass
 class ControlPlane:
-    """What every request may use: settings, the database, Redis (distributed mode) and the enqueuer."""
+    """What every request may use: settings, the database, Redis (distributed mode), the enqueuer and the
+    experiment series' difficulty memo."""
 
     settings: GenEnvSettings
     engine: Engine
@@ -32,6 +34,8 @@ class ControlPlane:
     enqueuer: Enqueuer
     redis: redis.Redis[bytes] | None
     base_model_check: BaseModelCheck
+    difficulty: DifficultyMemo = field(default_factory=DifficultyMemo)
+    """Closed epochs' task difficulty, measured once per process (the experiment page polls the series)."""
 
     @classmethod
     def build(cls, settings: GenEnvSettings, enqueuer: Enqueuer | None = None) -> ControlPlane:

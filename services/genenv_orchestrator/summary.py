@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Integer, and_, case, func, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochSummary
+from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.contracts.runs import RunMode
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import (
@@ -22,14 +21,6 @@ from genenv.db.models import (
     VerdictRow,
 )
 from genenv.db.repositories import adapters
-
-
-def _score_of(metrics: dict[str, Any]) -> float | None:
-    for key in ("score", "accuracy", "overall", "f1", "em"):
-        value = metrics.get(key)
-        if isinstance(value, int | float):
-            return float(value)
-    return None
 
 
 def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: dict[str, float]) -> EpochSummary:
@@ -112,7 +103,7 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
     evals = session.scalars(
         select(EvaluationRow).where(EvaluationRow.run_id == run_id, EvaluationRow.epoch == epoch)
     )
-    scores = {e.benchmark: s for e in evals if (s := _score_of(e.metrics)) is not None}
+    scores = {e.benchmark: s for e in evals if (s := EvaluationMetrics.parse(e.metrics).headline_score()) is not None}
     jobs = session.scalars(select(TrainJobRow).where(TrainJobRow.run_id == run_id, TrainJobRow.epoch == epoch))
     train_metrics = {j.kind: dict(j.metrics) for j in jobs if j.kind != "rollout"}
     return EpochSummary(

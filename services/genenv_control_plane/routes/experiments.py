@@ -13,6 +13,7 @@ from genenv.contracts.experiments import Experiment, ExperimentCreate, Experimen
 from genenv.contracts.pagination import Page
 from genenv.db.repositories import domains, experiments
 from genenv.db.repositories.common import DEFAULT_LIMIT
+from genenv.experiments.series import build_series
 from genenv.models.locations import check_model_location, model_roots
 from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
 
@@ -50,7 +51,12 @@ def get_experiment(experiment_id: ExperimentId, cp: ControlPlaneDep) -> Experime
 def get_series(experiment_id: ExperimentId, cp: ControlPlaneDep) -> ExperimentSeries:
     """p̂, in-band share, held-out accuracy, generated tasks, response length and task difficulty per epoch."""
     with cp.transaction() as session:
-        return experiments.series(session, experiment_id)
+        template = experiments.spec(experiments.get(session, experiment_id)).template
+        domain = domains.resolve(session, template.domain)
+        recalled = cp.difficulty.recall(experiments.member_ids(session, experiment_id))
+        records = experiments.series_records(session, experiment_id, known=recalled.keys())
+    # Outside the transaction: the numbers need no database, and the pool gets its connection back sooner.
+    return build_series(records, domain, cp.difficulty.resolve(records, domain, recalled))
 
 
 def _start(cp: ControlPlane, experiment_id: str) -> list[str]:

@@ -6,8 +6,8 @@ import { fmt } from "./dom.js";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const W = 460, H = 230, M = { top: 26, right: 12, bottom: 30, left: 44 };
 
-// The experiment view's modes in the report's order; each mode's colour is the CSS class m-<mode> (dashboard.css),
-// the mapping of the report's figures (genenv.experiments.figures.MODE_COLOURS).
+// The run modes with a colour of their own: each is the CSS class m-<mode> (dashboard.css), the mapping of the
+// report's figures (genenv.experiments.figures.MODE_COLOURS); any other mode is m-other.
 export const MODE_ORDER = ["genenv", "random_simulator", "static_augmentation", "agent_only"];
 export const modeClass = (mode) => "m-" + (MODE_ORDER.includes(mode) ? mode : "other");
 

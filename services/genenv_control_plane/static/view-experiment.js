@@ -2,78 +2,58 @@
 // a legend, and the members table whose buttons open a member's run.
 
 import { experimentSeries, getExperiment } from "./api.js";
-import { MODE_ORDER, modeChart, modeClass, swatch } from "./charts.js";
+import { modeChart, modeClass, swatch } from "./charts.js";
 import { $, h, headRow } from "./dom.js";
 import { navigate } from "./state.js";
 import { ACTIVE } from "./view-run.js";
 
 const isNum = (v) => typeof v === "number" && Number.isFinite(v);
-const meanOf = (vs) => vs.reduce((a, b) => a + b, 0) / vs.length;
 
-// The modes present, in the report's order (an unknown mode from a newer server last, alphabetically).
-function modesOf(members) {
-  const present = new Set(members.map((m) => m.mode));
-  return [...MODE_ORDER.filter((m) => present.has(m)), ...[...present].filter((m) => !MODE_ORDER.includes(m)).sort()];
-}
+// Every number of a mode is the server's (ExperimentSeries.modes, in the report's mode order: per epoch, the mean
+// over the replicates that have it; heldout_target): genenv.experiments.series computes them for the report and
+// this page alike, so this view only draws.
 
-// The experiment report's figures: `y` (and `x`, else the epoch) read a member's epoch; null/absent is no point.
+// The experiment report's figures: `y` reads a member's epoch (a replicate's faint trace) and `mean` a mode's epoch
+// (ExperimentSeries.modes[].epochs[]), giving {mean, n} or nothing; `x`/`xMean` likewise, else the epoch.
 function experimentCharts(series) {
   const key = (k) => (e) => e[k];
+  const metric = (k) => (me) => me.metrics[k];
   const described = series.difficulty_measures || {};
   const measures = [...new Set([...Object.keys(described),
-    ...series.members.flatMap((m) => m.epochs.flatMap((e) => Object.keys(e.difficulty || {})))])].sort();
+    ...(series.modes || []).flatMap((m) => m.epochs.flatMap((e) => Object.keys(e.difficulty)))])].sort();
+  const chart = (id, title, unit, k, extra) => ({ id, title, unit, y: key(k), mean: metric(k), ...extra });
   return [
-    { id: "p_hat", title: "p̂ on generated tasks (α ± k_min shaded)", unit: "share", band: true, y: key("p_hat") },
-    { id: "in_band", title: "Seed batches inside the α band", unit: "share", y: key("in_band_share") },
-    { id: "heldout", title: `Held-out accuracy (${series.heldout_benchmark || "no held-out benchmark"})`,
-      unit: "share", y: key("heldout_accuracy") },
-    { id: "data_efficiency", title: "Held-out accuracy vs generated tasks (data efficiency)", unit: "share",
-      y: key("heldout_accuracy"), x: key("generated_tasks_so_far"), xLabel: "generated tasks so far" },
+    chart("p_hat", "p̂ on generated tasks (α ± k_min shaded)", "share", "p_hat", { band: true }),
+    chart("in_band", "Seed batches inside the α band", "share", "in_band_share"),
+    chart("heldout", `Held-out accuracy (${series.heldout_benchmark || "no held-out benchmark"})`, "share",
+      "heldout_accuracy"),
+    chart("data_efficiency", "Held-out accuracy vs generated tasks (data efficiency)", "share", "heldout_accuracy",
+      { x: key("generated_tasks_so_far"), xMean: metric("generated_tasks_so_far"),
+        xLabel: "generated tasks so far" }),
     ...measures.map((m) => ({ id: "difficulty:" + m, unit: "value", y: (e) => (e.difficulty || {})[m],
-      title: `Task difficulty: ${m}` + (described[m] ? ` (${described[m]})` : "") })),
-    { id: "response_length", title: "Mean agent response length (tokens)", unit: "count",
-      y: key("mean_response_tokens") },
+      mean: (me) => me.difficulty[m], title: `Task difficulty: ${m}` + (described[m] ? ` (${described[m]})` : "") })),
+    chart("response_length", "Mean agent response length (tokens)", "count", "mean_response_tokens"),
   ];
 }
 
-// Per mode: every replicate's points and, per epoch, the mean over the replicates that have the number there
-// (x and y averaged separately, as the report's per-epoch statistics and data_efficiency.png do).
+// Per mode: every replicate's points and the server's means (a point where the mode has both x and y).
 function modeCurves(chart, series) {
   const xOf = chart.x || ((e) => e.epoch);
-  return modesOf(series.members).map((mode) => {
+  const xMean = chart.xMean || ((me) => ({ mean: me.epoch }));
+  return (series.modes || []).map(({ mode, epochs }) => {
     const members = series.members.filter((m) => m.mode === mode).sort((a, b) => a.replicate - b.replicate);
     const replicates = members.map((m) => ({ member: m, pts: m.epochs
       .filter((e) => isNum(chart.y(e)) && isNum(xOf(e))).map((e) => [xOf(e), chart.y(e), e.epoch]) }));
-    const byEpoch = new Map();
-    for (const m of members) {
-      for (const e of m.epochs) {
-        if (!byEpoch.has(e.epoch)) byEpoch.set(e.epoch, []);
-        byEpoch.get(e.epoch).push(e);
-      }
-    }
-    const means = [];
-    for (const epoch of [...byEpoch.keys()].sort((a, b) => a - b)) {
-      const rows = byEpoch.get(epoch);
-      const ys = rows.map(chart.y).filter(isNum), xs = rows.map(xOf).filter(isNum);
-      if (ys.length && xs.length) means.push({ epoch, x: meanOf(xs), y: meanOf(ys), n: ys.length });
-    }
+    const means = epochs.map((me) => ({ epoch: me.epoch, x: xMean(me), y: chart.mean(me) }))
+      .filter((p) => p.x && p.y).map((p) => ({ epoch: p.epoch, x: p.x.mean, y: p.y.mean, n: p.y.n }));
     return { mode, replicates, means };
   });
-}
-
-// static_augmentation's mean final held-out accuracy: the level data_efficiency.png marks as the target.
-function dataEfficiencyTarget(series) {
-  const finals = series.members.filter((m) => m.mode === "static_augmentation")
-    .map((m) => m.epochs.filter((e) => isNum(e.heldout_accuracy)).map((e) => e.heldout_accuracy).pop())
-    .filter(isNum);
-  return finals.length ? meanOf(finals) : null;
 }
 
 function drawLegend(series) {
   const legend = $("experiment-legend");
   legend.replaceChildren();
-  for (const mode of modesOf(series.members)) {
-    const n = series.members.filter((m) => m.mode === mode).length;
+  for (const { mode, replicates: n } of series.modes || []) {
     const item = h("li", { "data-mode": mode });
     item.append(swatch(modeClass(mode)), document.createTextNode(`${mode} (n = ${n})`));
     legend.append(item);
@@ -114,7 +94,7 @@ export async function load(sel) {
 // Draws the experiment; true while it can still change (the page then polls).
 export function draw({ experiment, series }) {
   $("experiment-title").textContent = `${experiment.name} · ${experiment.status}`;
-  const modes = modesOf(series.members);
+  const modes = series.modes || [];
   const meta = [`id ${experiment.id}`, `domain ${series.domain}`,
     `${modes.length} modes × ${experiment.replicates} replicates`, `${series.epochs} epochs`,
     experiment.concurrent ? "concurrent" : "one member after another", `α ${series.alpha}`, `k_min ${series.k_min}`];
@@ -126,7 +106,7 @@ export function draw({ experiment, series }) {
   $("experiment-charts").replaceChildren(...experimentCharts(series).map((chart) => modeChart({
     id: chart.id, title: chart.title, unit: chart.unit, band: chart.band ? band : null, epochs,
     curves: modeCurves(chart, series), xLabel: chart.x ? chart.xLabel : null,
-    target: chart.id === "data_efficiency" ? dataEfficiencyTarget(series) : null,
+    target: chart.id === "data_efficiency" ? series.heldout_target ?? null : null,
   })));
   drawMembers(experiment, series);
   return ACTIVE.has(experiment.status);

@@ -39,6 +39,7 @@ from rich.table import Table
 
 from genenv.checkers.base import invalid_verdict
 from genenv.contracts.errors import GenEnvError
+from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind
 from genenv.contracts.tasks import ChatMessage
 from genenv.inference.base import Completion, InferenceBackend, InferenceError, SamplingParams
@@ -272,17 +273,14 @@ def _fmt(value: Any) -> str:
 def metrics_table(benchmark: str, split: str, adapter: str | None, metrics: dict[str, Any]) -> Table:
     """A Rich table: one row per category and the overall row; numbers only the overall block has go below it."""
     base_cols = ["n", "solved", "accuracy", "malformed", "invalid", "rollout_errors", "mean_score"]
-    overall: dict[str, Any] = metrics.get("overall", {})
-    categories: dict[str, dict[str, Any]] = metrics.get("categories", {})
-
-    def numeric(block: dict[str, Any]) -> set[str]:
-        return {k for k, v in block.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-
-    extra_cols = sorted(set().union(*(numeric(b) for b in categories.values())) - set(base_cols))
-    overall_only = sorted(numeric(overall) - set(base_cols) - set(extra_cols))
+    parsed = EvaluationMetrics.parse(metrics)
+    overall = parsed.overall.numbers()
+    categories = {name: block.numbers() for name, block in parsed.categories.items()}
+    extra_cols = sorted(set().union(*(set(b) for b in categories.values())) - set(base_cols))
+    overall_only = sorted(set(overall) - set(base_cols) - set(extra_cols))
     title = f"{benchmark} · {split} · {adapter or 'base model'}"
-    if metrics.get("score") is not None:
-        title += f" · {metrics.get('headline')} = {_fmt(metrics['score'])}"
+    if parsed.score is not None:
+        title += f" · {parsed.headline} = {_fmt(parsed.score)}"
     caption = "  ".join(f"{k} = {_fmt(overall[k])}" for k in overall_only) or None
     table = Table(title=title, caption=caption)
     table.add_column("category", overflow="fold")

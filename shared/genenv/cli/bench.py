@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from genenv.cli.render import stdout_console
+from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.settings import GenEnvSettings, get_settings
 
 console = stdout_console(200)  # the benchmark tables have up to 15 columns
@@ -81,7 +82,7 @@ async def _evaluate(
     finally:
         await backend.aclose()
     print_report(report, console)
-    for category, reason in report.metrics.get("skipped", {}).items():
+    for category, reason in EvaluationMetrics.parse(report.metrics).skipped.items():
         console.print(f"[yellow]skipped {category}[/]: {reason}")
     if not store:
         return None

@@ -178,6 +178,35 @@ class MemberSeries(ReadModel):
     train_jobs: list[TrainJobSummary] = Field(default_factory=list)
 
 
+class ModeMean(ReadModel):
+    """One number of one mode at one epoch: its mean over the replicates that have it there."""
+
+    mean: float
+    n: int = Field(description="Replicates that have the number at this epoch.")
+
+
+class ModeEpoch(ReadModel):
+    """One epoch of one mode across its replicates (a number no replicate has there is absent)."""
+
+    epoch: int
+    metrics: dict[str, ModeMean] = Field(
+        default_factory=dict,
+        description="MemberEpoch's p_hat, in_band_share, heldout_accuracy, mean_response_tokens and "
+        "generated_tasks_so_far, each averaged separately.",
+    )
+    difficulty: dict[str, ModeMean] = Field(default_factory=dict)
+    heldout_by_category: dict[str, ModeMean] = Field(default_factory=dict)
+
+
+class ModeSeries(ReadModel):
+    """A mode's per-epoch means over its replicates: what the dashboard draws as the thick line and the report's
+    per-epoch tables state (with intervals)."""
+
+    mode: RunMode
+    replicates: int = Field(description="Member runs of this mode.")
+    epochs: list[ModeEpoch] = Field(default_factory=list)
+
+
 class ExperimentSeries(ReadModel):
     """What the experiment's report and dashboard page are computed from (GET /v1/experiments/{id}/series)."""
 
@@ -196,3 +225,11 @@ class ExperimentSeries(ReadModel):
         default_factory=dict, description="Each difficulty measure's name → what it measures."
     )
     members: list[MemberSeries]
+    modes: list[ModeSeries] = Field(
+        default_factory=list, description="Per mode present, in the report's mode order: the means over replicates."
+    )
+    heldout_target: float | None = Field(
+        default=None,
+        description="static_augmentation's final held-out accuracy, mean over its replicates (the data-efficiency "
+        "target).",
+    )

@@ -3,8 +3,11 @@
 Pure code over the wire contract (genenv.contracts.experiments) plus numpy, scipy and matplotlib: no database, no
 clients, so the same numbers come out of the CLI, the control plane and the tests.
 
-- ``stats``: bootstrap confidence intervals over replicates (the one place that decides how an interval is made);
-- ``report``: the per-epoch curves, per-member summaries, effects, data efficiency, H1–H4 verdicts and the markdown;
+- ``stats``: t intervals and paired tests over replicates (the one place that decides how an interval is made);
+- ``series``: the ExperimentSeries from the stored rows and the domain, with the per-mode per-epoch means over
+  replicates (the one aggregation the report and the dashboard share; the control plane serves it);
+- ``analysis``: the per-epoch intervals, per-member summaries, effects, data efficiency and H1–H4 verdicts;
+- ``rendering``: the markdown report of an analysis;
 - ``figures``: the PNG figures (matplotlib without pyplot);
 - ``writer``: ``write_report`` — computes, draws and writes report.md, report.json and the figures.
 """

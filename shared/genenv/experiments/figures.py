@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from genenv.contracts.experiments import ExperimentSeries
-from genenv.experiments.report import EpochStats, ExperimentResult
+from genenv.experiments.analysis import EpochStats, ExperimentResult
 from genenv.experiments.stats import Interval
 from genenv.observability.plot import style_axes
 

@@ -1,7 +1,7 @@
 """Writes an experiment's report folder: report.md, report.json and the figures.
 
-Kept apart from report.py so that the numbers stay pure (no I/O, no matplotlib) and figures.py can import them
-without a cycle.
+Kept apart from analysis.py and rendering.py so that the numbers stay pure (no I/O, no matplotlib) and figures.py
+can import them without a cycle.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from genenv.contracts.experiments import ExperimentSeries
+from genenv.experiments.analysis import ExperimentResult, Settings, analyse
 from genenv.experiments.figures import MODE_COLOURS, write_figures
-from genenv.experiments.report import ExperimentResult, Settings, analyse, render_markdown
+from genenv.experiments.rendering import render_markdown
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"

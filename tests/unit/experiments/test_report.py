@@ -22,8 +22,9 @@ from genenv.contracts.experiments import (
     TrainJobSummary,
 )
 from genenv.contracts.runs import RunMode, RunStatus
+from genenv.experiments.analysis import ExperimentResult, Settings, analyse
 from genenv.experiments.paired import dose_line
-from genenv.experiments.report import ExperimentResult, Settings, analyse, render_markdown
+from genenv.experiments.rendering import render_markdown
 from genenv.experiments.stats import Interval
 from genenv.experiments.writer import write_report
 

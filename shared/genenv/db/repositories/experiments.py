@@ -8,25 +8,30 @@ is the only writer of the stored status (edges: genenv.lifecycle.EXPERIMENT); me
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from genenv.contracts.adapters import JobKind, Role, adapter_name
+from genenv.contracts.adapters import JobKind
 from genenv.contracts.epochs import EpochPhase, EpochSummary
 from genenv.contracts.errors import GenEnvError, NotFoundError
+from genenv.contracts.evaluations import EvaluationMetrics
+from genenv.contracts.experiment_records import (
+    ClosedEpochRecord,
+    EvaluationRecord,
+    ExperimentRecords,
+    MemberRecord,
+    PayloadRecord,
+    ScoreRecord,
+    TrainJobRecord,
+)
 from genenv.contracts.experiments import (
     Experiment,
     ExperimentCreate,
     ExperimentMember,
-    ExperimentSeries,
     ExperimentStatus,
-    MemberEpoch,
-    MemberSeries,
-    SeedBatch,
-    TrainJobSummary,
 )
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import RunConfig, RunMode, RunStatus
@@ -45,11 +50,6 @@ from genenv.db.models import (
 from genenv.db.repositories import runs
 from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
 from genenv.lifecycle import EXPERIMENT, RUN_FINISHED, RUN_LIVE
-
-if TYPE_CHECKING:
-    from genenv.domains.base import Domain
-
-ROLE_OF_JOB = {JobKind.TRAIN_AGENT: Role.AGENT, JobKind.TRAIN_SIMULATOR: Role.SIMULATOR}
 
 
 def _not_found(experiment_id: str) -> NotFoundError:
@@ -108,6 +108,11 @@ def members(session: Session, experiment_id: str) -> list[RunRow]:
     """Member runs in their run order."""
     rows = list(session.scalars(select(RunRow).where(RunRow.experiment_id == experiment_id)))
     return _in_run_order(rows, spec(get(session, experiment_id)).modes) if rows else []
+
+
+def member_ids(session: Session, experiment_id: str) -> list[str]:
+    """Ids of the member runs (any order)."""
+    return list(session.scalars(select(RunRow.id).where(RunRow.experiment_id == experiment_id)))
 
 
 def derived_status(stored: str, statuses: list[RunStatus]) -> ExperimentStatus:
@@ -238,133 +243,95 @@ def start_next_member(session: Session, run_id: str) -> str | None:
     return waiting[0].id
 
 
-def series(session: Session, experiment_id: str) -> ExperimentSeries:
-    """Every closed epoch of every member: the summary's curves, the held-out evaluation and the mean difficulty
-    of the epoch's valid tasks (the domain's measures)."""
-    from genenv.db.repositories import domains  # imported here so listing experiments never loads domains
+def series_records(
+    session: Session, experiment_id: str, *, known: Collection[tuple[str, int]] = ()
+) -> ExperimentRecords:
+    """The stored rows of an experiment's series (genenv.experiments.series computes the numbers from them).
 
+    ``known``: (run id, epoch) pairs whose task and seed payloads the caller has already measured; they are not
+    read again (a closed epoch's tasks never change, and the dashboard polls this every few seconds).
+    """
     row = get(session, experiment_id)
     body = spec(row)
-    template = body.template
-    domain = domains.resolve(session, template.domain)
-    heldout = template.eval_benchmarks[0] if template.eval_benchmarks else None
     member_rows = members(session, experiment_id)
-    out: list[MemberSeries] = []
-    for member in member_rows:
-        epochs = session.execute(
-            select(EpochRow.index, EpochRow.summary)
-            .where(EpochRow.run_id == member.id, EpochRow.phase == EpochPhase.CLOSED.value)
-            .order_by(EpochRow.index)
-        ).all()
-        evals: dict[int, dict[str, Any]] = {}
-        if heldout is not None:
-            for epoch, metrics in session.execute(
-                select(EvaluationRow.epoch, EvaluationRow.metrics)
-                .where(EvaluationRow.run_id == member.id, EvaluationRow.benchmark == heldout)
-            ):
-                if epoch is not None:
-                    evals[int(epoch)] = dict(metrics)
-        sums: dict[int, dict[str, float]] = {}
-        counts: dict[int, int] = {}
-        batch_sums: dict[tuple[int, str], dict[str, float]] = {}
-        batch_counts: dict[tuple[int, str], int] = {}
-        for epoch, seed_id, payload in session.execute(
-            select(TaskRow.epoch, TaskRow.seed_id, TaskRow.payload)
-            .where(TaskRow.run_id == member.id, TaskRow.status == TaskStatus.VALID.value)
-        ):
-            if not isinstance(payload, dict):
-                continue
-            acc = sums.setdefault(int(epoch), {})
-            per_batch = batch_sums.setdefault((int(epoch), str(seed_id)), {})
-            for name, value in domain.difficulty(payload).items():
-                acc[name] = acc.get(name, 0.0) + value
-                per_batch[name] = per_batch.get(name, 0.0) + value
-            counts[int(epoch)] = counts.get(int(epoch), 0) + 1
-            batch_counts[(int(epoch), str(seed_id))] = batch_counts.get((int(epoch), str(seed_id)), 0) + 1
-        points = []
-        for index, stored in epochs:
-            summary = EpochSummary.model_validate(stored or {})
-            metrics = evals.get(int(index), {})
-            overall = metrics.get("overall", {})
-            categories = metrics.get("categories", {})
-            n_tasks = counts.get(int(index), 0)
-            points.append(MemberEpoch(
-                epoch=int(index),
-                p_hat=summary.p_hat,
-                in_band_share=summary.in_band_share,
-                heldout_accuracy=overall.get("accuracy") if isinstance(overall, dict) else None,
-                heldout_by_category={
-                    str(c): float(b["accuracy"]) for c, b in categories.items()
-                    if isinstance(b, dict) and isinstance(b.get("accuracy"), int | float)
-                } if isinstance(categories, dict) else {},
-                generated_tasks_so_far=summary.generated_tasks_so_far,
-                mean_response_tokens=summary.mean_response_tokens,
-                difficulty={k: v / n_tasks for k, v in sums.get(int(index), {}).items()} if n_tasks else {},
-            ))
-        out.append(MemberSeries(
-            run_id=member.id, mode=RunMode(member.config["mode"]), replicate=member.replicate or 0,
-            status=RunStatus(member.status), epochs=points,
-            seed_batches=_seed_batches(session, member.id, domain, batch_sums, batch_counts),
-            train_jobs=_train_jobs(session, member.id),
-        ))
-    return ExperimentSeries(
-        experiment_id=row.id,
-        name=row.name,
-        status=derived_status(row.status, [RunStatus(m.status) for m in member_rows]),
-        domain=template.domain,
-        alpha=template.curriculum.alpha,
-        k_min=template.curriculum.k_min,
-        epochs=template.epochs,
-        agent_trains=template.agent.train,
-        heldout_benchmark=heldout,
-        difficulty_measures=dict(domain.difficulty_measures),
-        members=out,
+    ids = [m.id for m in member_rows]
+    return ExperimentRecords(
+        experiment_id=row.id, name=row.name,
+        status=derived_status(row.status, [RunStatus(m.status) for m in member_rows]), spec=body,
+        members=[MemberRecord(m.id, RunMode(m.config["mode"]), m.replicate or 0, RunStatus(m.status))
+                 for m in member_rows],
+        # Epochs before payloads: an epoch read as closed has every task and seed written (closing is its last
+        # phase), so the payloads read below are final for it, and a caller may keep what it measures from them.
+        epochs=_closed_epochs(session, ids),
+        evaluations=_evaluations(session, ids, body.template.eval_benchmarks[:1]),
+        tasks=_payloads(session, TaskRow, ids, known, TaskRow.status == TaskStatus.VALID.value),
+        seeds=_payloads(session, SeedRow, ids, known),
+        scores=[ScoreRecord(r.run_id, r.epoch, r.seed_id, r.k, r.n, r.p_hat, r.in_band)
+                for r in session.scalars(select(CurriculumScoreRow).where(CurriculumScoreRow.run_id.in_(ids))
+                                         .order_by(CurriculumScoreRow.epoch, CurriculumScoreRow.seed_id))],
+        train_jobs=_train_jobs(session, ids),
+        written=_written(session, ids),
     )
 
 
-def _seed_batches(
-    session: Session, run_id: str, domain: Domain, sums: dict[tuple[int, str], dict[str, float]],
-    counts: dict[tuple[int, str], int],
-) -> list[SeedBatch]:
-    """Every scored seed batch of a run with its seed's difficulty group and its tasks' mean difficulty."""
-    groups = {(int(e), str(sid)): domain.difficulty_group(payload or {}) for e, sid, payload in session.execute(
-        select(SeedRow.epoch, SeedRow.seed_id, SeedRow.payload).where(SeedRow.run_id == run_id))}
-    out: list[SeedBatch] = []
-    for r in session.scalars(select(CurriculumScoreRow).where(CurriculumScoreRow.run_id == run_id)
-                             .order_by(CurriculumScoreRow.epoch, CurriculumScoreRow.seed_id)):
-        key = (int(r.epoch), str(r.seed_id))
-        n_tasks = counts.get(key, 0)
-        out.append(SeedBatch(
-            epoch=r.epoch, seed_id=r.seed_id, group=groups.get(key), k=r.k, n=r.n, p_hat=r.p_hat,
-            in_band=r.in_band, valid_tasks=n_tasks,
-            difficulty={k: v / n_tasks for k, v in sums.get(key, {}).items()} if n_tasks else {},
-        ))
-    return out
+def _closed_epochs(session: Session, ids: list[str]) -> list[ClosedEpochRecord]:
+    rows = session.execute(
+        select(EpochRow.run_id, EpochRow.index, EpochRow.summary)
+        .where(EpochRow.run_id.in_(ids), EpochRow.phase == EpochPhase.CLOSED.value)
+        .order_by(EpochRow.index)
+    )
+    return [ClosedEpochRecord(run_id, int(index), EpochSummary.model_validate(summary or {}))
+            for run_id, index, summary in rows]
 
 
-def _train_jobs(session: Session, run_id: str) -> list[TrainJobSummary]:
-    """A run's training jobs with their dose, and how many tasks each simulator adapter generated afterwards."""
-    written = dict(session.execute(
-        select(TaskRow.generator_adapter, func.count(TaskRow.id))
-        .where(TaskRow.run_id == run_id, TaskRow.generator_adapter.is_not(None))
-        .group_by(TaskRow.generator_adapter)
-    ).tuples().all())
-    out: list[TrainJobSummary] = []
-    for job in session.scalars(select(TrainJobRow).where(
-            TrainJobRow.run_id == run_id, TrainJobRow.kind.in_([JobKind.TRAIN_AGENT.value,
-                                                                JobKind.TRAIN_SIMULATOR.value]))
-            .order_by(TrainJobRow.epoch, TrainJobRow.kind)):
-        m = job.metrics or {}
-        per_step = m.get("per_step") or []
-        last_kl = per_step[-1].get("kl") if per_step and isinstance(per_step[-1], dict) else None
-        role = ROLE_OF_JOB[JobKind(job.kind)]
-        out.append(TrainJobSummary(
-            epoch=job.epoch, kind=job.kind, status=job.status, adapter_version=job.adapter_version,
-            pool_size=m.get("pool_size"), steps=int(m.get("steps") or 0),
-            examples_seen=int(m.get("examples_seen") or 0),
-            kl_to_base=float(last_kl) if isinstance(last_kl, int | float) else None,
-            early_stopped=bool(m.get("early_stopped", False)),
-            tasks_written=0 if job.adapter_version is None else
-            int(written.get(adapter_name(run_id, role, job.adapter_version), 0)),
-        ))
+def _evaluations(session: Session, ids: list[str], benchmarks: list[str]) -> list[EvaluationRecord]:
+    """The held-out benchmark's evaluations after epochs, oldest first (a later one of the same epoch wins)."""
+    if not benchmarks:
+        return []
+    rows = session.execute(
+        select(EvaluationRow.run_id, EvaluationRow.epoch, EvaluationRow.metrics)
+        .where(EvaluationRow.run_id.in_(ids), EvaluationRow.benchmark == benchmarks[0],
+               EvaluationRow.epoch.is_not(None))
+        .order_by(EvaluationRow.id)
+    )
+    return [EvaluationRecord(str(run_id), int(epoch), EvaluationMetrics.parse(metrics))
+            for run_id, epoch, metrics in rows]
+
+
+def _payloads(
+    session: Session, table: type[TaskRow] | type[SeedRow], ids: list[str], known: Collection[tuple[str, int]],
+    *where: ColumnElement[bool],
+) -> list[PayloadRecord]:
+    """Payloads of tasks or seeds of the members' epochs not in ``known``; a payload that is not an object is
+    left out for tasks and read as {} for seeds (what their measures did with them before)."""
+    skip: dict[str, list[int]] = {}
+    for run_id, epoch in known:
+        skip.setdefault(run_id, []).append(epoch)
+    per_run = [and_(table.run_id == i, table.epoch.not_in(skip[i])) if i in skip else table.run_id == i
+               for i in ids]
+    if not per_run:
+        return []
+    rows = session.execute(select(table.run_id, table.epoch, table.seed_id, table.payload)
+                           .where(or_(*per_run), *where).order_by(table.id))
+    tasks = table is TaskRow
+    return [PayloadRecord(run_id, int(epoch), str(seed_id), payload if isinstance(payload, dict) else {})
+            for run_id, epoch, seed_id, payload in rows if isinstance(payload, dict) or not tasks]
+
+
+def _train_jobs(session: Session, ids: list[str]) -> list[TrainJobRecord]:
+    kinds = [JobKind.TRAIN_AGENT.value, JobKind.TRAIN_SIMULATOR.value]
+    return [TrainJobRecord(j.run_id, j.epoch, j.kind, j.status, j.adapter_version, dict(j.metrics or {}))
+            for j in session.scalars(select(TrainJobRow).where(TrainJobRow.run_id.in_(ids), TrainJobRow.kind.in_(kinds))
+                                     .order_by(TrainJobRow.epoch, TrainJobRow.kind))]
+
+
+def _written(session: Session, ids: list[str]) -> dict[str, dict[str, int]]:
+    """Tasks (valid or rejected) generated per simulator adapter name, per run."""
+    out: dict[str, dict[str, int]] = {}
+    for run_id, adapter, count in session.execute(
+        select(TaskRow.run_id, TaskRow.generator_adapter, func.count(TaskRow.id))
+        .where(TaskRow.run_id.in_(ids), TaskRow.generator_adapter.is_not(None))
+        .group_by(TaskRow.run_id, TaskRow.generator_adapter)
+    ):
+        out.setdefault(run_id, {})[str(adapter)] = int(count)
     return out
