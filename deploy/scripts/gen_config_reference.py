@@ -22,9 +22,9 @@ from generated_file import generator_main  # deploy/scripts/, beside this script
 from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from genenv.benchmarks.registry import benchmark_names
 from genenv.contracts.runs import RunConfig, RunMode
 from genenv.domains import domain_names
+from genenv.domains.evaluators import benchmark_names
 from genenv.settings import GenEnvSettings
 
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -20,8 +20,8 @@ from genenv.contracts.rollouts import VerifyRequest, VerifyResponse
 from genenv.db import migrate
 from genenv.db.engine import make_engine, make_session_factory
 from genenv.inference.base import InferenceBackend
-from genenv.inference.factory import build_adapter_servers, build_backends
-from genenv.inference.publisher import AdapterPublisher
+from genenv.inference.factory import build_backends
+from genenv.serving.publisher import AdapterPublisher, build_adapter_servers
 from genenv.settings import GenEnvSettings
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.dispatch import CeleryDispatcher, InlineDispatcher

@@ -8,9 +8,9 @@ from typing import Any
 
 from genenv.contracts.adapters import Role
 from genenv.db.engine import ProcessDatabase
-from genenv.inference.factory import build_adapter_servers, build_backend
-from genenv.inference.publisher import AdapterPublisher, VLLMAdapterServer
+from genenv.inference.factory import build_backend
 from genenv.queue import QUEUE_ROLLOUTS, TASK_ROLLOUT_EPOCH, make_celery, worker_identity
+from genenv.serving.publisher import AdapterPublisher, VLLMAdapterServer, build_adapter_servers
 from genenv.settings import GenEnvSettings, get_settings
 from genenv_rollout.worker import rollout_epoch
 

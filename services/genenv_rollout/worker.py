@@ -37,8 +37,8 @@ from genenv.db.repositories.rollouts import NewRollout
 from genenv.db.repositories.train_jobs import ClaimOutcome
 from genenv.domains import REGISTRY
 from genenv.inference.base import InferenceBackend, SamplingParams
-from genenv.inference.publisher import AdapterPublisher
 from genenv.lifecycle import RUN_FINISHED
+from genenv.serving.publisher import AdapterPublisher
 from genenv.settings import RolloutSettings
 
 log = logging.getLogger(__name__)

@@ -9,14 +9,13 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from genenv.benchmarks.base import Evaluator, run_evaluation
-from genenv.benchmarks.domain_heldout import domain_heldout
-from genenv.benchmarks.registry import get_evaluator
 from genenv.contracts.adapters import EvaluateRequest, Evaluation
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerifyResponse
 from genenv.contracts.runs import heldout_domain
 from genenv.db.engine import session_scope
 from genenv.db.repositories import domains, evaluations, runs
+from genenv.domains.evaluators import domain_heldout, get_evaluator
 from genenv.settings import VerifierSettings
 from genenv_verifier.deps import ResourcesDep, VerifierResources
 from genenv_verifier.parsing import parse_verify_request, request_body_doc

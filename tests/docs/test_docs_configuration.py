@@ -12,8 +12,8 @@ import pytest
 from docs_helpers import DOCS, cells, section
 from pydantic import BaseModel, ValidationError
 
-from genenv.benchmarks.registry import benchmark_names
 from genenv.contracts.runs import RunConfig
+from genenv.domains.evaluators import benchmark_names
 from genenv.settings import GenEnvSettings
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "scripts" / "gen_config_reference.py"

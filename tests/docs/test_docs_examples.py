@@ -12,11 +12,11 @@ import yaml
 from docs_helpers import EXAMPLES, REPO
 from typer.testing import CliRunner
 
-from genenv.benchmarks.registry import benchmark_names
 from genenv.cli.experiments import load_experiment
 from genenv.cli.main import app
 from genenv.contracts.runs import RunConfig, RunMode
 from genenv.domains import domain_names
+from genenv.domains.evaluators import benchmark_names
 
 # Experiment files hold a run config as their `template`; every other example is a run config.
 EXPERIMENTS = sorted(EXAMPLES.glob("experiment-*.yaml"))

@@ -1,2 +1,3 @@
-"""The benchmark harness: one framework (``base``) and the lookup by benchmark name (``registry``); each family's
-evaluator lives in its folder, ``genenv.domains.<family>.benchmark``."""
+"""The benchmark harness (``base``): one framework every evaluator builds on. Each family's evaluator lives in its
+folder, ``genenv.domains.<family>.benchmark``; the lookup by benchmark name and the held-out evaluator of any domain
+are :mod:`genenv.domains.evaluators`."""

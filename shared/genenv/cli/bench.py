@@ -19,7 +19,7 @@ app = typer.Typer(help="Benchmark evaluations (BFCL, API-Bank, Bamboogle, ALFWor
 @app.command("list")
 def bench_list() -> None:
     """The benchmarks, their splits and default split."""
-    from genenv.benchmarks.registry import benchmark_names, get_evaluator
+    from genenv.domains.evaluators import benchmark_names, get_evaluator
 
     for name in benchmark_names():
         try:
@@ -62,8 +62,8 @@ async def _evaluate(
     store: bool,
 ) -> int | None:
     from genenv.benchmarks.base import print_report, run_evaluation
-    from genenv.benchmarks.registry import get_evaluator
     from genenv.contracts.adapters import Role
+    from genenv.domains.evaluators import get_evaluator
     from genenv.inference.factory import build_backend
 
     evaluator = get_evaluator(name)

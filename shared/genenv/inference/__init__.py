@@ -1,1 +1,2 @@
-"""Talking to language models: the OpenAI-compatible vLLM client, the local backend, launch and publishing."""
+"""Talking to language models: the OpenAI-compatible vLLM client, the local backend and the vLLM launcher
+(publishing adapters to them is :mod:`genenv.serving`)."""

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from genenv.contracts.adapters import Role
 from genenv.contracts.errors import GenEnvError
 from genenv.inference.base import InferenceBackend
 from genenv.inference.local import LocalBackend
 from genenv.inference.openai_client import OpenAIBackend
-from genenv.inference.publisher import AdapterServer, VLLMAdapterServer
 from genenv.models.prepare import resolve_model
 from genenv.settings import GenEnvSettings
 
@@ -57,23 +54,3 @@ def build_backends(settings: GenEnvSettings, *, seed: int = 0) -> dict[Role, Inf
         return {Role.AGENT: agent, Role.SIMULATOR: agent}
     return {Role.AGENT: agent, Role.SIMULATOR: build_backend(settings, Role.SIMULATOR, seed=seed)}
 
-
-def build_adapter_servers(
-    settings: GenEnvSettings, backends: Mapping[Role, InferenceBackend]
-) -> dict[Role, AdapterServer]:
-    """Where each role's adapters are published: its vLLM server, or the in-process local backend itself."""
-    if settings.inference.backend == "vllm":
-        by_url: dict[str, VLLMAdapterServer] = {}
-        out: dict[Role, AdapterServer] = {}
-        for role in Role:
-            url = vllm_url(settings, role)
-            if url not in by_url:
-                by_url[url] = VLLMAdapterServer(url, api_key=vllm_api_key(settings))
-            out[role] = by_url[url]
-        return out
-    servers: dict[Role, AdapterServer] = {}
-    for role, backend in backends.items():
-        if not isinstance(backend, LocalBackend):
-            raise InferenceConfigError(f"inference.backend is 'local' but the {role.value} backend is {backend!r}")
-        servers[role] = backend
-    return servers

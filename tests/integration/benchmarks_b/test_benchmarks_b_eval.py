@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from genenv.benchmarks.base import print_report, run_evaluation
-from genenv.benchmarks.registry import get_evaluator
 from genenv.domains.alfworld_step.benchmark import AlfworldEvaluator, build_cache, textworld_available
 from genenv.domains.alfworld_step.domain import load_steps
+from genenv.domains.evaluators import get_evaluator
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.settings import InferenceSettings
 

@@ -160,7 +160,7 @@ def test_celery_task_wraps_the_same_job(
 ) -> None:
     """The Celery task (eager here) builds its backend from settings, publishes the run's agent adapter the server
     does not hold yet, and is idempotent by (run, epoch)."""
-    from genenv.inference.publisher import VLLMAdapterServer
+    from genenv.serving.publisher import VLLMAdapterServer
     from genenv_rollout.tasks import create_celery
 
     run_id = _make_run(pg_sessions, ["4 + 4"])

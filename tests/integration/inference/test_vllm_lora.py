@@ -14,7 +14,7 @@ from genenv.db.engine import session_scope
 from genenv.db.repositories import served_adapters
 from genenv.inference.base import InferenceError, SamplingParams
 from genenv.inference.openai_client import OpenAIBackend
-from genenv.inference.publisher import AdapterPublishError, VLLMAdapterServer, publish_adapter
+from genenv.serving.publisher import AdapterPublishError, VLLMAdapterServer, publish_adapter
 from genenv.settings import InferenceSettings
 from tests.conftest import assert_greedy_tokens_are_peft_argmax
 

@@ -22,9 +22,9 @@ from genenv.benchmarks.base import (
     run_evaluation,
     take,
 )
-from genenv.benchmarks.registry import UnknownBenchmarkError, benchmark_names, get_evaluator
 from genenv.checkers.callparse import Call
 from genenv.contracts.rollouts import VerdictErrorKind
+from genenv.domains.evaluators import UnknownBenchmarkError, benchmark_names, get_evaluator
 from genenv.domains.function_calling.benchmark import AST_CATEGORIES, EVALUATOR
 from genenv.domains.function_calling.domain import DOMAIN, gold_answer, system_prompt
 from genenv.domains.function_calling.multiturn import CATEGORY as MULTI_TURN

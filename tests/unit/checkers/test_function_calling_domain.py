@@ -71,7 +71,7 @@ def test_seeds_and_eval_items_never_overlap(data: BenchData) -> None:
 
 @on_subset_and_full("bfcl")
 def test_benchmark_evaluation_items_are_never_seeds(data: BenchData) -> None:
-    from genenv.benchmarks.registry import get_evaluator
+    from genenv.domains.evaluators import get_evaluator
 
     seed_ids = {s.id for s in DOMAIN.load_seeds(data.root, "train")}
     items = get_evaluator("bfcl").load_items(data.root, "eval")

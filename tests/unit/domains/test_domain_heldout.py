@@ -13,10 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from genenv.benchmarks.base import run_evaluation
-from genenv.benchmarks.domain_heldout import domain_heldout
-from genenv.benchmarks.registry import get_evaluator
 from genenv.contracts.runs import RunConfig, heldout_domain
 from genenv.domains import REGISTRY
+from genenv.domains.evaluators import domain_heldout, get_evaluator
 from genenv.inference.base import Completion
 
 

@@ -6,10 +6,10 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from genenv.benchmarks.registry import benchmark_names, get_evaluator
 from genenv.contracts.tasks import RejectionReason, Seed
 from genenv.domains import REGISTRY, domain_names, get_domain
 from genenv.domains.data.domain import check_seed_file
+from genenv.domains.evaluators import benchmark_names, get_evaluator
 from genenv.domains.registry import ENTRY_POINT_GROUP, DomainRegistry, UnknownDomainError
 
 FIX = "tests.unit.domains.plugin_fixtures"

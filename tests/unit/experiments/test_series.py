@@ -25,7 +25,7 @@ from genenv.contracts.experiment_records import (
 )
 from genenv.contracts.experiments import ExperimentCreate, ExperimentSeries, ExperimentStatus, ModeSeries
 from genenv.contracts.runs import RunMode, RunStatus
-from genenv.domains.arithmetic import ArithmeticDomain
+from genenv.domains.arithmetic.domain import ArithmeticDomain
 from genenv.experiments.series import DifficultyMemo, build_series, epoch_values, heldout_target
 
 # (mode, replicate) -> per epoch (p̂, in-band share, held-out accuracy or None, generated tasks, response tokens,

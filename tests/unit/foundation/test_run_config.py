@@ -87,8 +87,8 @@ def test_every_hyperparameter_has_a_description() -> None:
 
 
 def test_the_contracts_benchmark_splits_are_the_evaluators() -> None:
-    from genenv.benchmarks.registry import get_evaluator
     from genenv.contracts.runs import BENCHMARK_SPLITS
+    from genenv.domains.evaluators import get_evaluator
 
     assert {name: get_evaluator(name).splits for name in BENCHMARK_SPLITS} == BENCHMARK_SPLITS
 

@@ -14,8 +14,8 @@ from genenv.contracts.adapters import Role
 from genenv.http import make_app
 from genenv.http.app import AuthRequiredError
 from genenv.inference.base import SamplingParams
-from genenv.inference.factory import build_adapter_servers, build_backends
-from genenv.inference.publisher import AdapterPublishError
+from genenv.inference.factory import build_backends
+from genenv.serving.publisher import AdapterPublishError, build_adapter_servers
 from genenv.settings import GenEnvSettings
 
 API_KEY = "vllm-test-key"

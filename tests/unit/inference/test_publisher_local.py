@@ -16,7 +16,7 @@ from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import served_adapters
 from genenv.inference.base import SamplingParams
 from genenv.inference.local import LocalBackend
-from genenv.inference.publisher import AdapterPublisher, AdapterPublishError, publish_adapter
+from genenv.serving.publisher import AdapterPublisher, AdapterPublishError, publish_adapter
 
 MSG = [{"role": "user", "content": "What is 3 + 4?"}]
 

@@ -2,6 +2,7 @@
 
 The server's own list of loaded adapters is the truth (a restarted vLLM has forgotten everything); the
 ``served_adapter`` table records it for the control plane and is reconciled on every publish.
+``build_adapter_servers`` says where each role's adapters go, from the inference settings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow
 from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import served_adapters
+from genenv.inference.base import InferenceBackend
+from genenv.inference.factory import InferenceConfigError, vllm_api_key, vllm_url
+from genenv.inference.local import LocalBackend
+from genenv.settings import GenEnvSettings
 
 
 class AdapterPublishError(GenEnvError):
@@ -227,3 +232,24 @@ class AdapterPublisher:
         if row is None:
             return None
         return (await self.publish_row(row)).name
+
+
+def build_adapter_servers(
+    settings: GenEnvSettings, backends: Mapping[Role, InferenceBackend]
+) -> dict[Role, AdapterServer]:
+    """Where each role's adapters are published: its vLLM server, or the in-process local backend itself."""
+    if settings.inference.backend == "vllm":
+        by_url: dict[str, VLLMAdapterServer] = {}
+        out: dict[Role, AdapterServer] = {}
+        for role in Role:
+            url = vllm_url(settings, role)
+            if url not in by_url:
+                by_url[url] = VLLMAdapterServer(url, api_key=vllm_api_key(settings))
+            out[role] = by_url[url]
+        return out
+    servers: dict[Role, AdapterServer] = {}
+    for role, backend in backends.items():
+        if not isinstance(backend, LocalBackend):
+            raise InferenceConfigError(f"inference.backend is 'local' but the {role.value} backend is {backend!r}")
+        servers[role] = backend
+    return servers

@@ -1,23 +1,51 @@
-"""Held-out evaluation on any domain's own eval split: ``domain:NAME`` in a run's ``eval_benchmarks``.
+"""Benchmark evaluators, looked up by name in the domain registry's family table (each family's
+``genenv.domains.<family>.benchmark`` defines ``EVALUATOR``, an instance of ``Evaluator``), and held-out evaluation
+on any domain's own eval split (``domain:NAME``).
 
-A user who brings a data-defined domain (or a plug-in) has no benchmark module, but has held-out rows: those marked
-``"split": "eval"`` in the seed file, or the fifth the hash rule holds out. This evaluator asks the agent each of
-them with the domain's own agent prompt and scores the reply with the domain's own checker, so held-out accuracy
-measures exactly what the agent is trained on, on rows that are never seeds. Built-in domains work too
-(``domain:arithmetic`` is the arithmetic benchmark's ``eval`` split).
+Held-out evaluation: ``domain:NAME`` in a run's ``eval_benchmarks``. A user who brings a data-defined domain (or a
+plug-in) has no benchmark module, but has held-out rows: those marked ``"split": "eval"`` in the seed file, or the
+fifth the hash rule holds out. This evaluator asks the agent each of them with the domain's own agent prompt and
+scores the reply with the domain's own checker, so held-out accuracy measures exactly what the agent is trained on,
+on rows that are never seeds. Built-in domains work too (``domain:arithmetic`` is the arithmetic benchmark's
+``eval`` split).
 
-The evaluator is built per domain (the domain may live in the database, so only a process that has it can build
-one: the verifier); categories are the domain's difficulty groups where it has them.
+The held-out evaluator is built per domain (the domain may live in the database, so only a process that has it can
+build one: the verifier); categories are the domain's difficulty groups where it has them.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import ClassVar
 
 from genenv.benchmarks.base import BenchItem, Evaluator, ItemResult, RunContext
+from genenv.contracts.errors import NotFoundError
 from genenv.contracts.runs import DOMAIN_HELDOUT_PREFIX
 from genenv.domains.base import Domain
+from genenv.domains.registry import REGISTRY
+
+
+class UnknownBenchmarkError(NotFoundError):
+    """No benchmark of that name."""
+
+
+def benchmark_names() -> list[str]:
+    """Names accepted by get_evaluator."""
+    return sorted(REGISTRY.benchmark_modules())
+
+
+def get_evaluator(name: str) -> Evaluator:
+    """The evaluator called ``name`` (imported on first use so each process loads only what it needs)."""
+    try:
+        module_name = REGISTRY.benchmark_modules()[name]
+    except KeyError:
+        raise UnknownBenchmarkError(
+            f"unknown benchmark {name!r}; choose from {benchmark_names()}", param="name"
+        ) from None
+    evaluator = importlib.import_module(module_name).EVALUATOR
+    assert isinstance(evaluator, Evaluator)
+    return evaluator
 
 
 class DomainHeldout(Evaluator):
