@@ -30,7 +30,7 @@ def _run(task: Any, job_id: int) -> dict[str, Any]:
     result = run_train_job(db.sessions(), settings, job_id)
     if result.outcome is ClaimOutcome.BUSY:
         # Held by another worker whose lease has not expired: look again once it could have.
-        raise task.retry(countdown=max(1.0, result.retry_after_s or settings.trainer.lease_s), max_retries=None)
+        raise task.retry(countdown=max(1.0, result.retry_after_s or settings.trainer.lease_s))
     return result.job.model_dump(mode="json")
 
 
@@ -44,6 +44,9 @@ def _train_simulator(self: Any, job_id: int) -> dict[str, Any]:
     return _run(self, job_id)
 
 
-_TASK_OPTIONS: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+# max_retries=None on the task (not on retry(), where None means "the task's default", 3): a redelivered message
+# looks again after each lease for as long as the first delivery trains, which can be hours; with 3 it failed with
+# MaxRetriesExceededError after about 4 leases, storing an error under the task id the first delivery completes.
+_TASK_OPTIONS: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True, "max_retries": None}
 train_agent = app.task(name=TASK_TRAIN_AGENT, **_TASK_OPTIONS)(_train_agent)
 train_simulator = app.task(name=TASK_TRAIN_SIMULATOR, **_TASK_OPTIONS)(_train_simulator)

@@ -222,6 +222,12 @@ class TrainerSettings(BaseModel):
         description="Fault injection for tests: the loss of this optimiser step (0-based) becomes NaN, which must "
         "fail the job with nothing written. Leave unset.",
     )
+    step_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Fault injection for tests: sleep this long after each optimiser step, so a job outlasts a "
+        "message redelivery on any machine. Leave 0 in production.",
+    )
     heartbeat_s: float = Field(
         default=5.0,
         gt=0,

@@ -3,6 +3,7 @@ micro-batch forward, the finite checks, gradient clipping, the AdamW step, the i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -30,6 +31,7 @@ class StepOptions:
     temperature: float = 1.0
     checkpointing_min_tokens: int = 0
     fault_nan_at_step: int | None = None
+    step_delay_s: float = 0.0
 
 
 class Sample(Protocol):
@@ -118,6 +120,8 @@ def run_steps(
         out.steps.append(stats)
         if on_step is not None:
             on_step(i, stats)
+        if options.step_delay_s:
+            time.sleep(options.step_delay_s)  # fault injection (trainer.step_delay_s); 0 in production
     out.seconds = clock.seconds
     return out
 

@@ -142,7 +142,7 @@ def train_simulator(
 def _options(trainer: TrainerSettings, *, temperature: float = 1.0) -> StepOptions:
     """The trainer's settings of a step, the same for both methods."""
     return StepOptions(temperature=temperature, checkpointing_min_tokens=trainer.checkpointing_min_tokens,
-                       fault_nan_at_step=trainer.fault_nan_at_step)
+                       fault_nan_at_step=trainer.fault_nan_at_step, step_delay_s=trainer.step_delay_s)
 
 
 def _fit(

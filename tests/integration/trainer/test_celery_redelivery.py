@@ -250,8 +250,11 @@ def test_a_redelivered_training_job_trains_once(
         for i in range(16):
             add_group(s, run, 0, f"seed-long-{i}", 0, [1.0, 0.0, 1.0, 0.0])
     job_id = job(sessions, run, 0, JobKind.TRAIN_AGENT)
+    # STEP_DELAY_S: ≥ 40 s of steps whatever the machine (an idle one finished the job before the second worker
+    # had started and swept the message back).
     workers = Workers("trainer", _env(url, broker, tmp_path, GENENV_TRAINER__TORCH_THREADS="1",
-                                      GENENV_TRAINER__HEARTBEAT_S="0.5", GENENV_TRAINER__LEASE_S="3"), tmp_path)
+                                      GENENV_TRAINER__HEARTBEAT_S="0.5", GENENV_TRAINER__LEASE_S="3",
+                                      GENENV_TRAINER__STEP_DELAY_S="1.0"), tmp_path)
     sender = make_celery(GenEnvSettings(redis={"url": broker}, queue={"eager": False}))
 
     def status() -> tuple[str, int, int]:
