@@ -64,9 +64,8 @@ async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: Resour
     """
     with session_scope(resources.sessions) as session:
         evaluator = _evaluator(session, name)
-    split = body.split or evaluator.default_split
-    evaluator.check_split(split)
-    with session_scope(resources.sessions) as session:
+        split = body.split or evaluator.default_split
+        evaluator.check_split(split)
         if body.run_id is not None:
             runs.get(session, body.run_id)
         if body.idempotency_key is not None:
@@ -74,8 +73,9 @@ async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: Resour
             if existing is not None:
                 return evaluations.to_contract(existing)
     if body.idempotency_key is None:
-        return await _evaluate(name, body, split, resources)
-    return await resources.single_flight(body.idempotency_key, lambda: _evaluate(name, body, split, resources))
+        return await _evaluate(evaluator, name, body, split, resources)
+    return await resources.single_flight(body.idempotency_key,
+                                         lambda: _evaluate(evaluator, name, body, split, resources))
 
 
 def _evaluator(session: Session, name: str) -> Evaluator:
@@ -86,9 +86,9 @@ def _evaluator(session: Session, name: str) -> Evaluator:
                                                                                           param="name"))
 
 
-async def _evaluate(name: str, body: EvaluateRequest, split: str, resources: VerifierResources) -> Evaluation:
-    with session_scope(resources.sessions) as session:
-        evaluator = _evaluator(session, name)
+async def _evaluate(
+    evaluator: Evaluator, name: str, body: EvaluateRequest, split: str, resources: VerifierResources
+) -> Evaluation:
     report = await run_evaluation(
         evaluator,
         resources.inference(),

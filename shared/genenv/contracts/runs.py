@@ -31,14 +31,10 @@ rows, say): any domain, so only its form is checked here; whether NAME exists is
 stored, as for ``domain``."""
 
 
-def _is_domain_heldout(name: str) -> bool:
-    return name.startswith(DOMAIN_HELDOUT_PREFIX) and re.match(
-        DOMAIN_NAME_PATTERN, name.removeprefix(DOMAIN_HELDOUT_PREFIX)) is not None
-
-
 def heldout_domain(benchmark: str) -> str | None:
-    """The domain named by ``domain:NAME``, or None for a benchmark."""
-    return benchmark.removeprefix(DOMAIN_HELDOUT_PREFIX) if _is_domain_heldout(benchmark) else None
+    """The domain named by a well-formed ``domain:NAME``, or None (a benchmark name, or a malformed one)."""
+    name = benchmark.removeprefix(DOMAIN_HELDOUT_PREFIX)
+    return name if name != benchmark and re.match(DOMAIN_NAME_PATTERN, name) else None
 
 
 class RunMode(enum.StrEnum):
@@ -296,7 +292,7 @@ class RunConfig(WriteModel):
     @field_validator("eval_benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
-        unknown = sorted(name for name in set(v) - set(BENCHMARK_SPLITS) if not _is_domain_heldout(name))
+        unknown = sorted(name for name in set(v) - set(BENCHMARK_SPLITS) if heldout_domain(name) is None)
         if unknown:
             raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARK_SPLITS)} or "
                              f"{DOMAIN_HELDOUT_PREFIX}NAME (domain NAME's eval rows)")
