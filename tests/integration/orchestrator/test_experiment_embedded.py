@@ -45,15 +45,22 @@ BODY: dict[str, Any] = {
 }
 
 
-def _stored_p_hat(s: Any, run_id: str, epoch: int) -> float:
-    """k / n over the epoch's valid verdicts, straight from the rows."""
+def _stored_p_hat(s: Any, run_id: str, epoch: int) -> float | None:
+    """k / n over the epoch's valid verdicts, straight from the rows; None when the epoch has none.
+
+    With 4 generations an epoch, all of them invalid is a rare but legal draw (CI met it once): such an epoch has
+    no p̂, and the series and the report must then say so rather than a number."""
     k, n = s.execute(
         select(func.sum(func.cast(VerdictRow.success, Integer)), func.count(VerdictRow.id))
         .join(RolloutRow, RolloutRow.id == VerdictRow.rollout_id)
         .join(TaskRow, TaskRow.id == RolloutRow.task_id)
         .where(TaskRow.run_id == run_id, TaskRow.epoch == epoch, VerdictRow.valid.is_(True))
     ).one()
-    return float(k) / float(n)
+    return None if n == 0 else float(k) / float(n)
+
+
+def _present(values: list[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
 
 
 async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
@@ -96,7 +103,9 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
 
     # The series carries the stored numbers.
     for member in series.members:
-        assert [e.p_hat for e in member.epochs] == pytest.approx(stored[member.run_id]["p_hat"])
+        expected = stored[member.run_id]["p_hat"]
+        assert [e.p_hat is None for e in member.epochs] == [v is None for v in expected]
+        assert _present([e.p_hat for e in member.epochs]) == pytest.approx(_present(expected))
         assert [e.heldout_accuracy for e in member.epochs] == stored[member.run_id]["heldout"]
 
     report = write_report(series, tmp_path / "report")
@@ -108,14 +117,21 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
         for epoch in (0, 1):
             row = next(e for e in per_epoch[mode] if e["epoch"] == epoch)
             p_hat, heldout = row["metrics"]["p_hat"], row["metrics"]["heldout_accuracy"]
-            assert p_hat["estimate"] == pytest.approx(mean(r["p_hat"][epoch] for r in runs))
             assert heldout["estimate"] == pytest.approx(mean(r["heldout"][epoch] for r in runs))
-            assert p_hat["low"] <= p_hat["estimate"] <= p_hat["high"] and p_hat["n"] == 2
+            # Over the replicates that have a p̂ (each has, unless all its epoch's generations were invalid).
+            present = _present([r["p_hat"][epoch] for r in runs])
+            if not present:
+                assert p_hat is None
+                continue
+            assert p_hat["estimate"] == pytest.approx(mean(present))
+            assert p_hat["low"] <= p_hat["estimate"] <= p_hat["high"] and p_hat["n"] == len(present)
     effect = next(e for e in numbers["result"]["effects"]
                   if e["baseline"] == "random_simulator" and e["measure"] == "final_heldout_accuracy")
     final = {mode: mean(stored[m.run_id]["heldout"][1] for m in experiment.members if m.mode.value == mode)
              for mode in ("genenv", "random_simulator")}
     assert effect["difference"]["estimate"] == pytest.approx(final["genenv"] - final["random_simulator"])
     text = report.read_text()
-    assert f"{mean(by_key[('genenv', r)]['p_hat'][0] for r in (0, 1)):.3f}" in text
+    genenv_first = _present([by_key[("genenv", r)]["p_hat"][0] for r in (0, 1)])
+    if genenv_first:
+        assert f"{mean(genenv_first):.3f}" in text
     assert {p.name for p in (tmp_path / "report").glob("*.png")} >= {"p_hat.png", "heldout_accuracy.png"}
