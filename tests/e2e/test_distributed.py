@@ -11,16 +11,18 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from genenv.contracts.adapters import adapter_name
-from genenv.db.models import AdapterRow, EpochRow, TaskRow
+from genenv.db.models import AdapterRow, EpochRow, TaskRow, TrainJobRow
 from genenv.devstack import DevStack
 from tests.e2e.helpers import N, api, build_stack, counts, tiny_config, wait_status
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.vllm, pytest.mark.slow]
 
 # The agent trains only on groups with reward variance (GRPO), and the 135M model gets most arithmetic tasks always
-# wrong: in earlier runs about 1 group in 4 had variance (6 of 6 groups at G=8 once had 1). 8 seeds × 2 tasks × 8
-# attempts (16 groups), and a batch of 16 of which half may be replayed epoch-0 groups, make a new agent version in
-# each of the two epochs all but certain (P(no group with variance) ≈ 0.75^16 ≈ 1 %), as this test requires.
+# wrong: in earlier runs about 1 group in 4 had variance. With the default budget (batch 16 × 4 steps = 8 groups of
+# 8 drawn from the epoch's ~12 valid ones) an epoch without a single such group is a legal draw of a few per cent
+# ((1 − q)^8), so the test does not demand an agent version per epoch: it demands that each epoch's agent job either
+# made the next version or was skipped for exactly that reason, and that the newest version is served. Epoch 1 can
+# also replay epoch 0's groups (replay_ratio 0.5), so a run with no agent version at all is ≈ (1 − q)^20 < 0.1 %.
 SEEDS_E2E, G_E2E = 8, 8
 CONFIG = tiny_config("e2e", epochs=2, seeds=SEEDS_E2E, rollouts=G_E2E, replay_ratio=0.5, agent_batch=16)
 
@@ -67,10 +69,23 @@ def test_genenv_two_epochs_distributed(stack: DevStack, e2e_db: str) -> None:
                                          .group_by(TaskRow.epoch, TaskRow.seed_id, TaskRow.variation)).scalars().all()
             closed = conn.scalar(select(func.count()).select_from(EpochRow).where(
                 EpochRow.run_id == run_id, EpochRow.phase == "closed"))
+            agent_jobs = conn.execute(select(TrainJobRow.status, TrainJobRow.adapter_version, TrainJobRow.metrics)
+                                      .where(TrainJobRow.run_id == run_id, TrainJobRow.kind == "train_agent")
+                                      .order_by(TrainJobRow.epoch)).all()
         assert set(tasks_per_key) == {1} and closed == 2
-        assert {("agent", 1), ("agent", 2), ("simulator", 1), ("simulator", 2)} <= adapters
+        # Every scored seed batch is in band (k_min 0.5), so the simulator trains in both epochs.
+        assert {("simulator", 1), ("simulator", 2)} <= adapters
+        # The agent: one job per epoch; each made the next version or found no group with reward variance.
+        assert len(agent_jobs) == 2
+        made = [job.adapter_version for job in agent_jobs if job.status == "done"]
+        for job in agent_jobs:
+            if job.status != "done":
+                assert (job.status, job.metrics.get("reason")) == ("skipped", "no group with reward variance"), job
+                assert job.metrics["fresh_groups_used_with_signal"] == 0
+        assert made == list(range(1, len(made) + 1)) and made, agent_jobs
+        assert {v for role, v in adapters if role == "agent"} == set(made)
         served = {m["id"] for m in httpx.get(f"{stack.url('vllm')}/v1/models", timeout=10).json()["data"]}
-        for role in ("agent", "simulator"):
-            assert adapter_name(run_id, role, 2) in served
+        assert adapter_name(run_id, "simulator", 2) in served
+        assert adapter_name(run_id, "agent", made[-1]) in served
     finally:
         engine.dispose()

@@ -162,7 +162,7 @@ def test_grpo_on_qwen_raises_the_verified_calls_over_the_wrong_ones(qwen_dir: Pa
 
     domain = get_domain("function_calling")
     simple = ("simple_python", "live_simple")
-    seeds = [s for s in domain.load_seeds(benchmarks_dir, "train") if s.payload["category"] in simple][:12]
+    seeds = [s for s in domain.load_seeds(benchmarks_dir, "train") if s.payload["category"] in simple][:24]
     groups: list[RolloutGroup] = []
     for task_id, seed in enumerate(seeds):
         if len(groups) == 2:
@@ -180,7 +180,7 @@ def test_grpo_on_qwen_raises_the_verified_calls_over_the_wrong_ones(qwen_dir: Pa
             Attempt(i, messages, o["message"]["content"], rw, token_ids=o["token_ids"],
                     token_logprobs=[x["logprob"] for x in o["logprobs"]["content"]])
             for i, (o, rw) in enumerate(zip(outs, rewards, strict=True))]))
-    assert len(groups) == 2, "no two BFCL seed tasks with both right and wrong replies among 12"
+    assert len(groups) == 2, "no two BFCL seed tasks with both right and wrong replies among 24"
     config = RunConfig.model_validate({"lora": {"rank": 8, "alpha": 16.0}, "rollout_temperature": 1.0,
                                        "agent": {"learning_rate": 5e-4, "batch_size": 16, "micro_batch_size": 4,
                                                  "max_steps_per_epoch": 1, "max_seq_len": 2048}})

@@ -198,10 +198,12 @@ def test_a_redelivered_rollout_job_generates_publishes_and_stores_nothing_twice(
                                 parent_version=None, metrics={})
         rollout_job = train_jobs.create_or_get_job(s, run_id, 0, JobKind.ROLLOUT)
         train_jobs.dispatched(s, rollout_job, datetime.now(UTC))  # as the orchestrator does before sending
-    # One attempt-pair stored per write with a pause after each: the job takes ≈ TASKS × 1.5 s, far past the 2 s.
+    # One attempt-pair stored per write with a pause after each: the job takes ≈ TASKS × 3 s, far past the 2 s and
+    # long enough for the second worker to start (import, connect, sweep) on a loaded machine before it ends (at
+    # 1.5 s a write the window was ≈ 12 s, of the order of a worker's start on a busy 2-core machine).
     workers = Workers("rollout", _env(url, broker, tmp_path, GENENV_INFERENCE__BACKEND="vllm",
                                       GENENV_SERVICES__VLLM_AGENT=stub.url, GENENV_ROLLOUT__WRITE_BATCH="1",
-                                      GENENV_ROLLOUT__WRITE_DELAY_S="1.5", GENENV_ROLLOUT__HEARTBEAT_S="0.5"),
+                                      GENENV_ROLLOUT__WRITE_DELAY_S="3", GENENV_ROLLOUT__HEARTBEAT_S="0.5"),
                       tmp_path)
     sender = make_celery(GenEnvSettings(redis={"url": broker}, queue={"eager": False}))
 
