@@ -52,6 +52,7 @@ def serving(
     except LaunchError as exc:
         raise SystemExit(str(exc)) from exc
 
+
 def vllm(
     port: int, log: Path, *, model: str | Path | None = None, tree: Path | None = None,
     env: Mapping[str, str] | None = None,

@@ -53,4 +53,3 @@ def build_backends(settings: GenEnvSettings, *, seed: int = 0) -> dict[Role, Inf
     if settings.inference.backend == "local" or vllm_url(settings, Role.SIMULATOR) == vllm_url(settings, Role.AGENT):
         return {Role.AGENT: agent, Role.SIMULATOR: agent}
     return {Role.AGENT: agent, Role.SIMULATOR: build_backend(settings, Role.SIMULATOR, seed=seed)}
-

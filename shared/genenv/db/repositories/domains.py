@@ -111,7 +111,6 @@ def resolve(session: Session, name: str, *, param: str = "domain") -> Domain:
     return REGISTRY.data_domain(row.name, row.kind, row.content, dict(row.options))
 
 
-
 def check_config_domains(session: Session, config: RunConfig, *, param: str) -> None:
     """NotFoundError unless the config's domain and every ``domain:NAME`` it evaluates on exist (the contract checks
     only their form: it sits below the registry and the database)."""
