@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,32 +14,80 @@ import typer
 from rich import box
 from rich.table import Table
 
-from genenv.cli.common import JsonOption, err, out, run_client
+from genenv.cli.common import JsonOption, UrlOption, control_plane_url, domain_store, err, out, run_client
+from genenv.contracts.domains import DOMAIN_NAME_PATTERN
 from genenv.settings import GenEnvSettings, get_settings
 
-FOLDER_STORE = Path(".genenv") / "domains.db"
-"""Where ``genenv domains add`` keeps data-defined domains in embedded mode: a SQLite file in the current folder,
-read by the embedded commands run afterwards from that folder (quickstart, experiment run), whose own databases
-are emptied at each start."""
+
+def _store_settings(settings: GenEnvSettings, store: Path) -> GenEnvSettings:
+    return settings.model_copy(update={"database": settings.database.model_copy(update={"url": f"sqlite:///{store}"})})
 
 
-def _target(url: str | None) -> tuple[GenEnvSettings, str | None]:
-    """The control plane to talk to: the given/configured URL, else the folder's embedded domain store."""
+@contextlib.contextmanager
+def _target(url: str | None, *, write: bool) -> Iterator[tuple[GenEnvSettings, str | None]]:
+    """The control plane to talk to: the given/configured URL, else the embedded domain store in the user's GenEnv
+    home (created only to ``write``: a listing without a store lists the built-ins from a throwaway database)."""
     settings = get_settings()
-    if (url or settings.services.control_plane) != "inprocess":
-        return settings, url
-    store = FOLDER_STORE.resolve()
-    store.parent.mkdir(parents=True, exist_ok=True)
-    return settings.model_copy(update={"database": settings.database.model_copy(
-        update={"url": f"sqlite:///{store}"})}), "inprocess"
+    if control_plane_url(settings, url) != "inprocess":
+        yield settings, url
+        return
+    store = domain_store(settings).resolve()
+    if write:
+        store.parent.mkdir(parents=True, exist_ok=True)
+    if write or store.is_file():
+        yield _store_settings(settings, store), "inprocess"
+        return
+    with tempfile.TemporaryDirectory(prefix="genenv-domains-") as empty:
+        yield _store_settings(settings, Path(empty) / "domains.db"), "inprocess"
 
 
-def carry_data_domain(settings: GenEnvSettings, name: str) -> None:
-    """Copy the data-defined domain ``name`` from this folder's store into an embedded home's database (nothing
-    for a built-in or plug-in domain; the run's own 404 names a domain that is in neither)."""
+def stored_domain_names(store: Path) -> list[str]:
+    """Names of the data-defined domains in the embedded store (none when the file does not exist)."""
+    if not store.is_file():
+        return []
+    from sqlalchemy import select
+
+    from genenv.db.engine import make_engine, make_session_factory
+    from genenv.db.models import DataDomainRow
+    from genenv.settings import DatabaseSettings
+
+    engine = make_engine(DatabaseSettings(url=f"sqlite:///{store.resolve()}"))
+    try:
+        with make_session_factory(engine)() as s:
+            return sorted(s.scalars(select(DataDomainRow.name)))
+    except Exception:  # an older or foreign file: its domains are unknown here, the run's own 404 says so
+        return []
+    finally:
+        engine.dispose()
+
+
+def unknown_domain_message(name: str, store: Path) -> str | None:
+    """None when ``name`` is a built-in, a working plug-in or a data-defined domain in ``store``; else one line
+    naming what is known and how to add a domain."""
     from genenv.domains import REGISTRY
 
-    if REGISTRY.is_static(name) or not FOLDER_STORE.is_file():
+    data = stored_domain_names(store)
+    if REGISTRY.is_static(name) or name in data:
+        return None
+    known = ", ".join([*REGISTRY.names(), *data])
+    return (f"unknown domain {name!r}: known are {known}; register your own with `genenv domains add NAME "
+            f"FILE --kind KIND` (stored in {store})")
+
+
+def require_known_domain(name: str, store: Path) -> None:
+    """Exit 2 with unknown_domain_message when ``name`` is no domain this machine knows."""
+    message = unknown_domain_message(name, store)
+    if message is not None:
+        err.print(f"error: {message}", style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
+def carry_data_domain(store: Path, settings: GenEnvSettings, name: str) -> None:
+    """Copy the data-defined domain ``name`` from the user's domain ``store`` into an embedded home's database
+    (nothing for a built-in or plug-in domain; the run's own 404 names a domain that is in neither)."""
+    from genenv.domains import REGISTRY
+
+    if REGISTRY.is_static(name) or not store.is_file():
         return
     from genenv.contracts.domains import DomainCreate
     from genenv.db.engine import make_engine, make_session_factory, session_scope
@@ -43,7 +95,7 @@ def carry_data_domain(settings: GenEnvSettings, name: str) -> None:
     from genenv.db.models import DataDomainRow
     from genenv.db.repositories import domains
 
-    source = make_engine(settings.database.model_copy(update={"url": f"sqlite:///{FOLDER_STORE.resolve()}"}))
+    source = make_engine(settings.database.model_copy(update={"url": f"sqlite:///{store.resolve()}"}))
     try:
         with make_session_factory(source)() as s:
             row = s.get(DataDomainRow, name)
@@ -60,6 +112,16 @@ def carry_data_domain(settings: GenEnvSettings, name: str) -> None:
             domains.add(s, body, max_bytes=len(body.content.encode()) + 1)
     finally:
         target.dispose()
+
+
+def name_problem(name: str) -> str | None:
+    """None for a valid domain name; else one line naming the rule and, where one exists, the valid form."""
+    if re.fullmatch(DOMAIN_NAME_PATTERN, name):
+        return None
+    fixed = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    hint = f"; try {fixed!r}" if re.fullmatch(DOMAIN_NAME_PATTERN, fixed) else ""
+    return (f"domain name {name!r} is not allowed: use lower-case letters, digits and _, 2-48 characters, starting "
+            f"with a letter ({DOMAIN_NAME_PATTERN}){hint}")
 
 
 KindOption = Annotated[str, typer.Option("--kind", help="function_calling, exact_answer or qa.")]
@@ -80,7 +142,7 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        err.print(f"cannot read {path}: {exc.strerror or exc}", style="red", markup=False)
+        err.print(f"cannot read {path}: {exc.strerror or exc}", style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -106,7 +168,7 @@ def check(
         _, report = check_seed_file(file.stem.lower() or "domain", kind, _read(file), _options(kind, normalize),
                                     max_bytes=settings.domains.max_seed_file_bytes)
     except ValueError as exc:
-        err.print(f"error: {exc}", style="red", markup=False)
+        err.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps({"kind": kind, "rows": report.rows, "train": len(report.train),
@@ -127,37 +189,44 @@ def add(
     file: Annotated[Path, typer.Argument(help="Seed file: JSON Lines, one seed task per line.")],
     kind: KindOption,
     normalize: NormalizeOption = None,
-    url: Annotated[str | None, typer.Option("--url", help="Control-plane URL (default "
-                                             "GENENV_SERVICES__CONTROL_PLANE; 'inprocess' = the local database)."
-                                             )] = None,
+    url: UrlOption = None,
 ) -> None:
-    """Check and register a data-defined domain (embedded: in .genenv/domains.db of this folder, which
-    `genenv quickstart --domain NAME` and `genenv experiment run` read; with --url: POST /v1/domains)."""
+    """Check and register a data-defined domain (embedded: in domains.db of your GenEnv home, ~/.genenv unless
+    GENENV_PATHS__HOME, which `genenv quickstart --domain NAME` and `genenv experiment run` read; with a control
+    plane (--url or GENENV_URL): POST /v1/domains)."""
     from pydantic import ValidationError
 
     from genenv.contracts.domains import DomainCreate
 
+    bad_name = name_problem(name)
+    if bad_name is not None:
+        err.print(f"error: {bad_name}", style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
     raw = _read(file)
     try:
-        body = DomainCreate.model_validate({"name": name, "kind": kind, "content": raw.decode("utf-8"),
-                                            "options": _options(kind, normalize)})
-    except (ValidationError, UnicodeDecodeError) as exc:
-        err.print(f"error: {exc}", style="red", markup=False)
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        err.print(f"error: {file} is not UTF-8 text: {exc.reason} at byte {exc.start}", style="red", markup=False,
+                  soft_wrap=True)
         raise typer.Exit(2) from None
-    settings, target = _target(url)
-    info = run_client(settings, target, lambda client: client.create_domain(body))
+    try:
+        body = DomainCreate.model_validate({"name": name, "kind": kind, "content": content,
+                                            "options": _options(kind, normalize)})
+    except ValidationError as exc:
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "domain"
+            err.print(f"error: {where}: {e['msg']}", style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    with _target(url, write=True) as (settings, target):
+        info = run_client(settings, target, lambda client: client.create_domain(body))
     typer.echo(f"registered {info.name} ({info.kind}): {info.train_rows} train rows, {info.eval_rows} eval rows")
 
 
 @app.command("list")
-def list_(
-    url: Annotated[str | None, typer.Option("--url", help="Control-plane URL (default "
-                                             "GENENV_SERVICES__CONTROL_PLANE).")] = None,
-    as_json: JsonOption = False,
-) -> None:
+def list_(url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Built-in, plug-in (failed ones with their reason) and data-defined domains."""
-    settings, target = _target(url)
-    listing = run_client(settings, target, lambda client: client.list_domains())
+    with _target(url, write=False) as (settings, target):
+        listing = run_client(settings, target, lambda client: client.list_domains())
     if as_json:
         typer.echo(listing.model_dump_json(indent=2))
         return

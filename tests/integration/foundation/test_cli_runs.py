@@ -61,10 +61,14 @@ def test_runs_commands_in_process(runner: CliRunner, tmp_path: Path) -> None:
     shown = json.loads(runner.invoke(app, ["runs", "show", run["id"]]).output)
     assert shown["id"] == run["id"]
 
+    # In-process with the eager queue nothing would execute a started run: refused, the run stays created.
     started = runner.invoke(app, ["runs", "start", run["id"]])
-    assert started.exit_code == 0 and "is running" in started.output
-    again = runner.invoke(app, ["runs", "start", run["id"]])
-    assert again.exit_code == 2 and "start is allowed only from: created" in again.output
+    assert started.exit_code == 2 and "no control plane configured: set GENENV_URL" in started.output
+    assert json.loads(runner.invoke(app, ["runs", "show", run["id"]]).output)["status"] == "created"
+    cancelled = runner.invoke(app, ["runs", "cancel", run["id"]])
+    assert cancelled.exit_code == 0 and "is cancelled" in cancelled.output
+    again = runner.invoke(app, ["runs", "cancel", run["id"]])
+    assert again.exit_code == 2 and "cancel is allowed only from" in again.output
     missing = runner.invoke(app, ["runs", "show", "nope"])
     assert missing.exit_code == 2 and "run 'nope' not found" in missing.output
 
