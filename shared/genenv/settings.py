@@ -88,7 +88,11 @@ class QueueSettings(BaseModel):
 class ServiceUrls(BaseModel):
     """Base URLs of the HTTP services. ``inprocess`` means call the app through the ASGI transport."""
 
-    control_plane: str = Field(default="inprocess", description="Control-plane API base URL.")
+    control_plane: str = Field(
+        default="inprocess",
+        description="Control-plane API base URL. The `genenv` commands read GENENV_URL first (this name is its "
+        "alias there).",
+    )
     simulator: str = Field(default="inprocess", description="Simulator (live task generator) base URL.")
     verifier: str = Field(default="inprocess", description="Verifier service base URL.")
     curriculum: str = Field(default="inprocess", description="Curriculum service base URL.")
@@ -111,7 +115,9 @@ class AuthSettings(BaseModel):
         description="Accepted bearer tokens (JSON list in GENENV_AUTH__TOKENS). Never logged.",
     )
     client_token: SecretStr | None = Field(
-        default=None, description="Token this process sends to the other services."
+        default=None,
+        description="Token this process sends to the other services. The `genenv` commands read GENENV_TOKEN first "
+        "(this name is its alias there).",
     )
 
 
@@ -125,7 +131,11 @@ class LoggingSettings(BaseModel):
 class PathSettings(BaseModel):
     """Filesystem locations."""
 
-    home: Path = Field(default=DEFAULT_HOME, description="Working directory for the embedded default.")
+    home: Path = Field(
+        default=DEFAULT_HOME,
+        description="Working directory for the embedded default; holds domains.db, the data-defined domains "
+        "`genenv domains add` registers without a control plane.",
+    )
     adapter_store: Path = Field(
         default=DEFAULT_HOME / "adapters",
         description="Where trainers write LoRA adapters; a shared volume (RWX PVC) in Kubernetes.",

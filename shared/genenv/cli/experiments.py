@@ -29,7 +29,6 @@ from genenv.cli.common import (
     err,
     out,
     read_target,
-    require_executor,
     run_client,
 )
 from genenv.cli.documents import ConfigFileError, load_model
@@ -219,7 +218,6 @@ def _act(experiment_id: str, action: ExperimentAction, url: str | None, home: Pa
 @app.command("start")
 def start(experiment_id: ExperimentIdArgument, url: UrlOption = None) -> None:
     """Start a created experiment on a control plane (its members run on the orchestrator workers)."""
-    require_executor(get_settings(), url)
     _act(experiment_id, "start", url, None)
 
 

@@ -73,9 +73,10 @@ def export(
                 raise typer.Exit(2)
             rows = export_rows(s, run_id, status=status.value)
     except SQLAlchemyError as exc:  # no schema (never migrated), a foreign file, a database that is down
+        cause: BaseException = getattr(exc, "orig", None) or exc
+        first = (str(cause).splitlines() or [""])[0]
         err.print(f"error: cannot read runs from {engine.url.render_as_string(hide_password=True)}: "
-                  f"{type(exc.orig or exc).__name__}: {str(exc.orig or exc).splitlines()[0]}", style="red",
-                  markup=False, soft_wrap=True)
+                  f"{type(cause).__name__}: {first}", style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     finally:
         engine.dispose()
