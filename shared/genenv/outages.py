@@ -60,6 +60,19 @@ class Outage:
         return self.dependency in MODEL_SERVERS
 
 
+class DependencyAwayError(RuntimeError):
+    """Work stopped because a dependency is away (e.g. a rollout job whose model server went down): an outage,
+    whatever the caller's own exception handling would make of a RuntimeError."""
+
+    def __init__(self, outage: Outage) -> None:
+        super().__init__(f"{outage.dependency} does not answer: {outage.error}")
+        self.outage = outage
+
+    def __reduce__(self) -> tuple[type[DependencyAwayError], tuple[Outage]]:
+        # Celery pickles a task's exception: rebuild it from the outage, not from the message.
+        return (DependencyAwayError, (self.outage,))
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """``Type: message`` on one line, cut to ``limit`` characters."""
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -101,6 +114,8 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 def _dependency(exc: BaseException, services: ServiceUrls) -> str | None:
     """The dependency ``exc`` itself says is away, or None."""
+    if isinstance(exc, DependencyAwayError):
+        return exc.outage.dependency
     if isinstance(exc, ApiError):
         if exc.status_code is not None and exc.status_code not in UNAVAILABLE_STATUS:
             return None
