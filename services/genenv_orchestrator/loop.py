@@ -17,11 +17,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochPhase, next_phase
-from genenv.contracts.runs import RunConfig, RunStatus
+from genenv.contracts.runs import RunConfig, RunStatus, WaitingOn
 from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
+from genenv.outages import MODEL_SERVERS, Outage, classify
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.phases import PHASES, PhaseFailedError, PhaseResult, RunView
@@ -100,6 +101,7 @@ async def advance(
                 if run.status != RunStatus.RUNNING.value:
                     return run.status
                 view = RunView(id=run.id, config=RunConfig.model_validate(run.config))
+                waiting = None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on)
                 epoch_row = q.get_or_create_epoch(s, run.id, run.current_epoch)
                 epoch, phase = epoch_row.index, EpochPhase(epoch_row.phase)
                 started = dict((epoch_row.summary or {}).get("_phase_started", {}))
@@ -111,12 +113,19 @@ async def advance(
                 delay = ctx.settings.orchestrator.phase_delay_s.get(phase.value)
                 if delay:  # fault injection: widen the window in which a crash test kills this process
                     await asyncio.sleep(delay)
+                if waiting is not None and waiting.dependency in MODEL_SERVERS:
+                    # A model server that was away has most likely restarted and forgotten the run's adapters: serve
+                    # the newest again before the phase tries (still away: this raises the same outage).
+                    for role in Role:
+                        await ctx.publisher.ensure_latest(run_id, role)
                 if phase is EpochPhase.CLOSE:
                     # An epoch ends with its newest adapters served, whatever restarted since PUBLISH (a run that
                     # completes leaves them loaded; cheap: one list call per role when nothing changed).
                     for role in Role:
                         await ctx.publisher.ensure_latest(run_id, role)
                     outcome = _close(ctx, run_id, epoch)
+                    if waiting is not None:
+                        _end_outage(ctx, run_id)
                     notify(run_id, epoch, phase, "done")
                     if outcome != RunStatus.RUNNING.value:
                         await _chain_experiment(ctx, run_id)
@@ -127,7 +136,22 @@ async def advance(
                 _fail(ctx, run_id, f"{phase.value} (epoch {epoch}): {exc}")
                 await _chain_experiment(ctx, run_id)
                 return RunStatus.FAILED.value
-            except Exception as exc:  # transient: a service or model call failed; retried, then the run fails
+            except Exception as exc:
+                outage = classify(exc, ctx.settings.services)
+                if outage is not None:  # the dependency is away: wait for it, however long (never counted)
+                    log.warning("phase %s of run %s epoch %d waits on %s: %s",
+                                phase.value, run_id, epoch, outage.dependency, outage.error)
+                    tries = _record_outage(ctx, run_id, epoch, phase, outage)
+                    if tries is None:  # paused (waited too long), or the user paused or cancelled meanwhile
+                        return _status(ctx, run_id)
+                    notify(run_id, epoch, phase, "retry")
+                    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
+                    if not ctx.dispatcher.inline:
+                        await _schedule(ctx, run_id, backoff)
+                        return "retry"
+                    await asyncio.sleep(backoff)
+                    continue
+                # A real failure (a 4xx, a bad payload, a bug): retried, then the run fails.
                 log.exception("phase %s of run %s epoch %d failed", phase.value, run_id, epoch)
                 limit = ctx.settings.orchestrator.max_phase_failures
                 failures = _count_failure(ctx, run_id, epoch, phase)
@@ -143,6 +167,8 @@ async def advance(
                     return "retry"
                 await asyncio.sleep(backoff)
                 continue
+            if waiting is not None:  # the phase got its answers: the outage is over
+                _end_outage(ctx, run_id)
             if result is PhaseResult.WAITING:
                 notify(run_id, epoch, phase, "waiting")
                 await _schedule(ctx, run_id, ctx.poll_interval_s)
@@ -228,6 +254,46 @@ def _count_failure(ctx: OrchestratorContext, run_id: str, epoch: int, phase: Epo
         failures[phase.value] = int(failures.get(phase.value, 0)) + 1
         q.merge_summary(row, _failures=failures)
         return int(failures[phase.value])
+
+
+def _record_outage(
+    ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase, outage: Outage
+) -> int | None:
+    """Store what the run waits on (``since`` kept from the outage's first try); the tries so far, or None when the
+    run is no longer running: paused here because it waited past orchestrator.outage_pause_after_s, or by a user."""
+    now = _now()
+    with session_scope(ctx.session_factory) as s:
+        run = s.get(RunRow, run_id, with_for_update=True)
+        if run is None or run.status != RunStatus.RUNNING.value:
+            return None
+        before = None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on)
+        since = now if before is None else before.since
+        waiting = WaitingOn(dependency=outage.dependency, since=since, last_error=outage.error,
+                            attempts=1 if before is None else before.attempts + 1, epoch=epoch, phase=phase.value)
+        run.waiting_on = waiting.model_dump(mode="json")
+        limit = ctx.settings.orchestrator.outage_pause_after_s
+        if (now - since).total_seconds() < limit:
+            return waiting.attempts
+        reason = (f"paused: {phase.value} (epoch {epoch}) waited on {outage.dependency} since "
+                  f"{since.strftime('%Y-%m-%d %H:%M:%S')} UTC ({waiting.attempts} tries), longer than "
+                  f"orchestrator.outage_pause_after_s = {limit:g} s; resume the run once it is back. "
+                  f"Last error: {outage.error}")
+        log.warning("run %s %s", run_id, reason)
+        s.flush()
+        runs.move(s, run, RunStatus.PAUSED, error=reason[:4000])
+        return None
+
+
+def _end_outage(ctx: OrchestratorContext, run_id: str) -> None:
+    with session_scope(ctx.session_factory) as s:
+        s.execute(update(RunRow).where(RunRow.id == run_id).values(waiting_on=None)
+                  .execution_options(synchronize_session=False))
+
+
+def _status(ctx: OrchestratorContext, run_id: str) -> str:
+    with session_scope(ctx.session_factory) as s:
+        run = s.get(RunRow, run_id)
+        return "missing" if run is None else run.status
 
 
 def _fail(ctx: OrchestratorContext, run_id: str, message: str) -> None:

@@ -109,7 +109,8 @@ async def embedded_stack(settings: GenEnvSettings) -> AsyncIterator[EmbeddedStac
 
     async def _rollout(run_id: str, epoch: int) -> None:
         # The publisher re-loads the agent adapter into a fresh backend (a resumed run after a crash).
-        await rollout_epoch(sessions, agent, run_id, epoch, publisher=publisher, storage=settings.rollout)
+        await rollout_epoch(sessions, agent, run_id, epoch, publisher=publisher, storage=settings.rollout,
+                            services=settings.services)
 
     ctx = OrchestratorContext(
         settings=settings,

@@ -22,7 +22,8 @@ async def _run(settings: GenEnvSettings, db: ProcessDatabase, run_id: str, epoch
     publisher = AdapterPublisher(db.sessions(), servers, settings.inference.keep_adapter_versions)
     try:
         result = await rollout_epoch(db.sessions(), backend, run_id, epoch, publisher=publisher,
-                                     storage=settings.rollout, worker=worker_identity(settings))
+                                     storage=settings.rollout, worker=worker_identity(settings),
+                                     services=settings.services)
     finally:
         await backend.aclose()
         for server in set(servers.values()):

@@ -38,8 +38,9 @@ from genenv.db.repositories.train_jobs import ClaimOutcome
 from genenv.domains import REGISTRY
 from genenv.inference.base import InferenceBackend, SamplingParams
 from genenv.lifecycle import RUN_FINISHED
+from genenv.outages import DependencyAwayError, Outage, classify
 from genenv.serving.publisher import AdapterPublisher
-from genenv.settings import RolloutSettings
+from genenv.settings import RolloutSettings, ServiceUrls
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +108,11 @@ async def _attempts(
     attempts: list[int],
     prompt: list[dict[str, Any]] | str,
     request_retries: int,
-) -> list[NewRollout]:
+    services: ServiceUrls,
+) -> list[NewRollout] | Outage:
     """A task's missing attempts in one request; a failed request is retried ``request_retries`` times, then
-    every attempt it carried is stored as an error."""
+    every attempt it carried is stored as an error — unless the model server did not answer (an outage): then
+    nothing is stored and the outage returned, so the attempts stay missing and a later delivery makes them."""
     if isinstance(prompt, str):
         return [NewRollout(task_id=task_id, attempt=a, agent_adapter=plan.adapter, error=prompt) for a in attempts]
     bases = [
@@ -127,6 +130,9 @@ async def _attempts(
             )
         except Exception as exc:  # InferenceError or anything else: bounded retries, then error rows
             if retries >= request_retries:
+                outage = classify(exc, services)
+                if outage is not None:
+                    return outage
                 error = f"{type(exc).__name__}: {exc}"[:4000]
                 return [replace(b, error=error, retries=retries) for b in bases]
             retries += 1
@@ -168,8 +174,13 @@ async def rollout_epoch(
     publisher: AdapterPublisher | None = None,
     storage: RolloutSettings | None = None,
     worker: str | None = None,
+    services: ServiceUrls | None = None,
 ) -> RolloutEpochResult:
     """Generate and store the missing attempts of every valid task of (run, epoch); never aborts on one failure.
+
+    A model server that does not answer is not the tasks' failure: their attempts are left missing (the rest are
+    stored) and DependencyAwayError is raised at the end, so the orchestrator waits and dispatches the job again
+    (``services`` names the dependency).
 
     With ``worker`` (a Celery delivery) the job is claimed first; a finished job or one another live delivery
     holds returns at once with nothing done (``outcome`` says which). Without (the embedded mode, whose run lock
@@ -195,7 +206,7 @@ async def rollout_epoch(
     try:
         with Heartbeat(beat, storage.heartbeat_s, name=f"rollout {run_id}/{epoch}") as heart:
             return await _rollout_epoch(session_factory, backend, run_id, epoch, request_retries, publisher, storage,
-                                        heart)
+                                        heart, services or ServiceUrls())
     finally:
         if token is not None:
             try:
@@ -214,6 +225,7 @@ async def _rollout_epoch(
     publisher: AdapterPublisher | None,
     storage: RolloutSettings,
     heart: Heartbeat,
+    services: ServiceUrls,
 ) -> RolloutEpochResult:
     start = time.perf_counter()
     if publisher is not None:
@@ -222,15 +234,19 @@ async def _rollout_epoch(
         await publisher.ensure_latest(run_id, Role.AGENT)
     plan = await asyncio.to_thread(_plan, session_factory, run_id, epoch)
     pending = [
-        asyncio.create_task(_attempts(backend, plan, tid, attempts, prompt, request_retries))
+        asyncio.create_task(_attempts(backend, plan, tid, attempts, prompt, request_retries, services))
         for tid, attempts, prompt in plan.jobs
     ]
     created = errors = tokens = 0
     batch: list[NewRollout] = []
     writes: list[asyncio.Task[int]] = []
     # Store as results arrive (off the event loop), so progress is visible and a crash loses little work.
+    away: Outage | None = None
     for next_done in asyncio.as_completed(pending):
         rollouts = await next_done
+        if isinstance(rollouts, Outage):
+            away = rollouts
+            continue
         errors += sum(r.error is not None for r in rollouts)
         tokens += sum(r.completion_tokens or 0 for r in rollouts)
         batch.extend(rollouts)
@@ -251,6 +267,10 @@ async def _rollout_epoch(
         writes.append(asyncio.create_task(asyncio.to_thread(_write, session_factory, batch)))
     for count in await asyncio.gather(*writes):
         created += count
+    if away is not None:
+        log.warning("rollout %s/%d: %d attempts stored, the rest wait on %s: %s",
+                    run_id, epoch, created, away.dependency, away.error)
+        raise DependencyAwayError(away)
     return RolloutEpochResult(
         run_id=run_id,
         epoch=epoch,

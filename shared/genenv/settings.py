@@ -385,9 +385,18 @@ class OrchestratorSettings(BaseModel):
     max_phase_failures: int = Field(
         default=8,
         ge=1,
-        description="Failures of one phase within an epoch (e.g. a service down; retried with backoff) before the "
-        "run fails. The backoff doubles from poll_interval_s up to 60 s: with the defaults the 8 tries span about "
-        "3.5 minutes, longer than a restarted vLLM server or database takes to come back.",
+        description="Real failures of one phase within an epoch (a 4xx answer, a bad payload, a bug; retried with "
+        "backoff doubling from poll_interval_s up to 60 s) before the run fails. A dependency that does not answer "
+        "(connection refused or reset, a timeout, HTTP 502/503/504, the database or broker down) is an outage and "
+        "never counts here: the run waits for it (see outage_pause_after_s).",
+    )
+    outage_pause_after_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A run that has waited this long for a dependency that does not answer (its waiting_on) is "
+        "paused with that reason in its error, never failed; resume it (POST /v1/runs/{id}/resume) once the "
+        "dependency is back and it continues at its first unfinished phase. Until then it retries with backoff "
+        "up to 60 s.",
     )
     watchdog_s: float = Field(
         default=30.0,

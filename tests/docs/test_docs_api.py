@@ -37,7 +37,7 @@ from genenv.contracts.epochs import Epoch
 from genenv.contracts.errors import ErrorEnvelope
 from genenv.contracts.pagination import Page
 from genenv.contracts.rollouts import VerifyResponse
-from genenv.contracts.runs import Run, RunConfig
+from genenv.contracts.runs import Run, RunConfig, WaitingOn
 from genenv.contracts.scores import RunStat, ScoreResponse
 from genenv.contracts.tasks import GeneratedTask, GenerateResponse, Task
 from genenv.http import PUBLIC_PATHS
@@ -271,6 +271,8 @@ def _model_for(example: dict[str, Any]) -> Any:
         return Page[Task]
     if "rejection_reason" in example:
         return GeneratedTask
+    if "dependency" in example:
+        return WaitingOn
     raise AssertionError(f"no model for the JSON example with keys {sorted(example)}")
 
 

@@ -59,6 +59,13 @@ function drawTable(run, epochs) {
   }
 }
 
+// What a run waits for, in the words of `genenv runs watch` (genenv.cli.render.waiting_line).
+export function waitingLine(w) {
+  const since = new Date(w.since).toISOString().slice(11, 19);
+  const tries = w.attempts === 1 ? "1 try" : `${w.attempts} tries`;
+  return `waiting on ${w.dependency} since ${since} UTC (${tries}; ${w.phase} of epoch ${w.epoch}): ${w.last_error}`;
+}
+
 export async function load(sel) {
   const [run, epochs] = await Promise.all([getRun(sel.runId), runEpochs(sel.runId)]);
   return { run, epochs };
@@ -73,6 +80,9 @@ export function draw({ run, epochs }) {
     `α ${c.curriculum.alpha}`, `k_min ${c.curriculum.k_min}`];
   if (run.error) meta.push(`error: ${run.error}`);
   $("run-meta").textContent = meta.join(" · ");
+  const waiting = $("run-waiting");
+  waiting.hidden = !run.waiting_on;
+  waiting.textContent = run.waiting_on ? waitingLine(run.waiting_on) : "";
   const band = { alpha: c.curriculum.alpha, kMin: c.curriculum.k_min };
   $("charts").replaceChildren(...CHARTS.map((chart) => epochChart({
     id: chart.id, title: chart.title, unit: chart.unit, band: chart.band ? band : null,

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC
 
 from rich.console import Console
 from rich.table import Table
 
 from genenv.contracts.epochs import Epoch
+from genenv.contracts.runs import WaitingOn
 
 
 def stdout_console(width_when_piped: int = 160) -> Console:
     """A console for tables on stdout: the terminal's width, or ``width_when_piped`` when stdout is a file or a pipe
     (Rich would fall back to 80 columns and fold a wide table into unreadable slivers in a log)."""
     return Console(width=None if sys.stdout.isatty() else width_when_piped)
+
+
+def waiting_line(waiting: WaitingOn) -> str:
+    """One line on what a run waits for (the dashboard's run page writes the same words)."""
+    since = waiting.since.astimezone(UTC)
+    tries = "1 try" if waiting.attempts == 1 else f"{waiting.attempts} tries"
+    return (f"waiting on {waiting.dependency} since {since:%H:%M:%S} UTC ({tries}; {waiting.phase} of epoch "
+            f"{waiting.epoch}): {waiting.last_error}")
 
 
 def _f(value: float | None, digits: int = 2) -> str:

@@ -162,19 +162,25 @@ def watch(
 ) -> None:
     """Show live epoch progress (the epoch table) until the run stops: completed, failed, paused, cancelled (or
     not started yet)."""
+    from rich.console import Group, RenderableType
     from rich.live import Live
+    from rich.text import Text
 
-    from genenv.cli.render import epoch_table
+    from genenv.cli.render import epoch_table, waiting_line
     from genenv.lifecycle import RUN_AT_REST
 
     settings, url = read_target(home, url)
 
-    async def snapshot(c: ControlPlaneClient) -> tuple[Run, Table]:
+    async def snapshot(c: ControlPlaneClient) -> tuple[Run, RenderableType]:
         run = await c.get_run(run_id)
         epochs = await _all_epochs(c, run_id)
         title = f"run {run.id} · {run.status.value} · epoch {run.current_epoch + 1}/{run.config.epochs}"
         band = run.config.curriculum
-        return run, epoch_table(epochs, title=title, alpha=band.alpha, k_min=band.k_min)
+        table = epoch_table(epochs, title=title, alpha=band.alpha, k_min=band.k_min)
+        if run.waiting_on is None:
+            return run, table
+        # Under the table: a run that waits for a dependency says so, instead of looking stuck.
+        return run, Group(table, Text(waiting_line(run.waiting_on), style="yellow", no_wrap=False))
 
     run, table = run_client(settings, url, snapshot)
     if run.status not in RUN_AT_REST and control_plane_url(settings, url) == "inprocess" and settings.queue.eager:

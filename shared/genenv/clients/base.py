@@ -29,11 +29,22 @@ M = TypeVar("M", bound=BaseModel)
 class ApiError(Exception):
     """A service answered with an error (the envelope, parsed) or could not be reached (``status_code`` None)."""
 
-    def __init__(self, status_code: int | None, error: ErrorBody, *, request_id: str | None = None) -> None:
+    def __init__(
+        self,
+        status_code: int | None,
+        error: ErrorBody,
+        *,
+        request_id: str | None = None,
+        service: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
         super().__init__(f"{error.type}: {error.message}" + (f" (param {error.param})" if error.param else ""))
         self.status_code = status_code
         self.error = error
         self.request_id = request_id
+        # Which client saw it: genenv.outages names the dependency a run waits on from these.
+        self.service = service
+        self.base_url = base_url
 
     @property
     def message(self) -> str:
@@ -129,7 +140,8 @@ class ServiceClient:
     def _unreachable(self, exc: httpx.TransportError, request_id: str) -> ServiceUnreachableError:
         kind = "timeout_error" if isinstance(exc, httpx.TimeoutException) else "connection_error"
         message = f"{self.service} at {self._http.base_url} did not answer: {type(exc).__name__} {exc}".strip()
-        return ServiceUnreachableError(None, ErrorBody(message=message, type=kind), request_id=request_id)
+        return ServiceUnreachableError(None, ErrorBody(message=message, type=kind), request_id=request_id,
+                                       service=self.service, base_url=str(self._http.base_url))
 
     def _parse(self, response: httpx.Response, response_model: type[M]) -> M:
         request_id = response.headers.get(REQUEST_ID_HEADER)
@@ -141,10 +153,12 @@ class ServiceClient:
                     message=f"{self.service} sent a response that is not a {response_model.__name__}: {exc}",
                     type="invalid_response_error",
                 )
-                raise ApiError(response.status_code, error, request_id=request_id) from exc
+                raise ApiError(response.status_code, error, request_id=request_id, service=self.service,
+                               base_url=str(self._http.base_url)) from exc
         try:
             error = ErrorEnvelope.model_validate_json(response.content).error
         except ValidationError:
             # Not our envelope (a proxy, a non-GenEnv server): keep the start of the body for the operator.
             error = ErrorBody(message=f"HTTP {response.status_code}: {response.text[:300]}", type="http_error")
-        raise ApiError(response.status_code, error, request_id=request_id)
+        raise ApiError(response.status_code, error, request_id=request_id, service=self.service,
+                       base_url=str(self._http.base_url))

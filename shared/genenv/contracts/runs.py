@@ -336,6 +336,20 @@ class RunCreate(WriteModel):
     config: RunConfig = Field(default_factory=RunConfig)
 
 
+class WaitingOn(ReadModel):
+    """A dependency the run waits for: it did not answer at the run's last try (an outage, never a failure)."""
+
+    dependency: str = Field(
+        description="What does not answer: simulator, verifier, curriculum, control_plane, agent_model, "
+        "simulator_model or model (the vLLM server of a role, or of both), database, broker, or host:port."
+    )
+    since: datetime = Field(description="UTC time of the first failed try of this outage.")
+    last_error: str = Field(description="The last try's error, on one line.")
+    attempts: int = Field(ge=1, description="Tries that found the dependency away in this outage.")
+    epoch: int = Field(ge=0, description="The epoch whose phase waits.")
+    phase: str = Field(description="The phase that waits (tried again with backoff up to 60 s).")
+
+
 class Run(ReadModel):
     """A run as the control plane reports it."""
 
@@ -345,6 +359,9 @@ class Run(ReadModel):
     config: RunConfig
     current_epoch: int
     error: str | None = None
+    waiting_on: WaitingOn | None = Field(
+        default=None, description="Set while the run waits for a dependency that does not answer; null otherwise."
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -80,6 +80,9 @@ class RunRow(Base):
     # whose advance is long overdue: a message lost with a restarted broker).
     advance_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     advance_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The dependency the run waits for (genenv.contracts.runs.WaitingOn as JSON) while it does not answer; NULL
+    # when not waiting. Written by the orchestrator, cleared when the phase next succeeds or the run is resumed.
+    waiting_on: Mapped[dict[str, Any] | None] = mapped_column(NullableJson, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 

@@ -108,3 +108,30 @@ def test_serve_control_plane_and_talk_to_it_over_http(served: str, tmp_path: Pat
     assert denied.exit_code == 2 and "bearer token not accepted" in denied.output
     metrics = httpx.get(f"{served}/metrics").text
     assert 'genenv_http_requests_total{method="GET",route="/v1/runs",status="403"} 1.0' in metrics
+
+
+def test_runs_watch_says_what_a_run_waits_on(runner: CliRunner, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import create_engine, update
+
+    from genenv.db.models import RunRow
+
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"name": "waits"}))
+    run = json.loads(runner.invoke(app, ["runs", "create", str(config), "--json"]).output)
+    assert runner.invoke(app, ["runs", "start", run["id"]]).exit_code == 0
+    assert runner.invoke(app, ["runs", "pause", run["id"]]).exit_code == 0  # at rest: watch draws once and ends
+    waiting = {"dependency": "simulator", "since": datetime(2026, 1, 2, 12, 3, 10, tzinfo=UTC).isoformat(),
+               "last_error": "ApiError: connection_error: simulator did not answer", "attempts": 4, "epoch": 0,
+               "phase": "generate"}
+    engine = create_engine(f"sqlite:///{tmp_path / 'cli.db'}")
+    with engine.begin() as conn:
+        conn.execute(update(RunRow).where(RunRow.id == run["id"]).values(waiting_on=waiting))
+    engine.dispose()
+    watched = runner.invoke(app, ["runs", "watch", run["id"], "--interval", "0.2"])
+    assert watched.exit_code == 0, watched.output
+    assert ("waiting on simulator since 12:03:10 UTC (4 tries; generate of epoch 0): ApiError: connection_error: "
+            "simulator did not answer") in " ".join(watched.output.split())
+    shown = json.loads(runner.invoke(app, ["runs", "show", run["id"]]).output)
+    assert shown["waiting_on"]["attempts"] == 4

@@ -58,6 +58,17 @@ async def test_dashboard_page_and_assets_are_served_without_a_token(api: Api) ->
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
 
 
+async def test_dashboard_run_page_says_what_the_run_waits_on(api: Api) -> None:
+    page = (await _anonymous(api, "/dashboard")).text
+    assert '<p id="run-waiting" class="waiting" hidden></p>' in page
+    view = (await _script_modules(api))["view-run.js"]
+    # The same words as `genenv runs watch` (genenv.cli.render.waiting_line), shown only while waiting_on is set.
+    assert ("`waiting on ${w.dependency} since ${since} UTC (${tries}; ${w.phase} of epoch ${w.epoch}): "
+            "${w.last_error}`") in view
+    assert "waiting.hidden = !run.waiting_on;" in view
+    assert ".waiting {" in (await _anonymous(api, "/dashboard/dashboard.css")).text
+
+
 async def test_dashboard_does_not_open_the_api_or_other_paths(api: Api) -> None:
     assert (await _anonymous(api, "/v1/runs")).status_code == 401
     assert (await _anonymous(api, "/dashboard/other.js")).status_code == 401

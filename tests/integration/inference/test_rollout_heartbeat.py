@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,7 +20,6 @@ from genenv.domains import get_domain
 from genenv.inference.openai_client import OpenAIBackend
 from genenv.settings import InferenceSettings, RolloutSettings
 from genenv_rollout.worker import rollout_epoch
-from tests.conftest import free_port
 
 pytestmark = [pytest.mark.postgres]
 
@@ -34,10 +34,12 @@ async def test_a_running_rollout_renews_its_heartbeat(pg_sessions: sessionmaker[
             for i in range(3)
         ])
         job_id = train_jobs.create_or_get_job(s, run_id, 0, JobKind.ROLLOUT).id
-    # Nothing listens on this port: every attempt fails at once and is stored as an error, one per write, with
-    # a pause after each write, so the job runs for a few seconds without any agent server.
-    backend = OpenAIBackend(f"http://127.0.0.1:{free_port()}",
-                            InferenceSettings(request_timeout_s=5.0, connect_retries=0))
+    # The agent server refuses every request (HTTP 400): each attempt fails at once and is stored as an error, one
+    # per write, with a pause after each write, so the job runs for a few seconds without a model. (A server that
+    # does not answer at all is an outage: nothing would be stored; tests/integration/inference/test_rollout_outage.)
+    refuse = httpx.MockTransport(lambda request: httpx.Response(400, json={"error": {"message": "refused"}}))
+    backend = OpenAIBackend("http://agent:8000", InferenceSettings(request_timeout_s=5.0, connect_retries=0),
+                            transport=refuse)
     storage = RolloutSettings(write_batch=1, write_delay_s=0.5, heartbeat_s=0.2)
     beats: set[datetime] = set()
 

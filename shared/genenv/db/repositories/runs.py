@@ -17,7 +17,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
 from genenv.contracts.pagination import Page
-from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
+from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus, WaitingOn
 from genenv.db.models import RunRow, utcnow
 from genenv.db.repositories.cache import ValidatedCache
 from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise, rowcount
@@ -78,7 +78,8 @@ def _config(run_id: str, stored: dict[str, Any]) -> RunConfig:
 # Every column but the config: a page reads the configs it has not cached with a second query (JSON decoding
 # 50 configs per page costs more than the round trip).
 _SUMMARY_COLUMNS = (
-    RunRow.id, RunRow.name, RunRow.status, RunRow.current_epoch, RunRow.error, RunRow.created_at, RunRow.updated_at
+    RunRow.id, RunRow.name, RunRow.status, RunRow.current_epoch, RunRow.error, RunRow.waiting_on,
+    RunRow.created_at, RunRow.updated_at,
 )
 
 
@@ -109,7 +110,8 @@ def list_runs(
 
 def move(session: Session, row: RunRow, target: RunStatus, *, error: str | None = None) -> RunRow:
     """The one door for a run's status: ``row`` (read with ``for_update``) moves along a legal edge of
-    lifecycle.RUN, ConflictError (409) otherwise; ``error`` is recorded if given.
+    lifecycle.RUN, ConflictError (409) otherwise; ``error`` is recorded if given. A run that starts running again
+    (a resume) starts with no error and waits on nothing: what paused it is over, or will be recorded anew.
 
     The write is conditioned on the status just checked: on Postgres the row lock already holds other writers off,
     on SQLite (no row locks) a writer that changed the row in between turns this write into a 409 instead of
@@ -118,6 +120,8 @@ def move(session: Session, row: RunRow, target: RunStatus, *, error: str | None 
     current = RunStatus(row.status)
     RUN.check(current, target)
     values: dict[str, Any] = {"status": target.value, "updated_at": utcnow()}
+    if target is RunStatus.RUNNING:
+        values.update(error=None, waiting_on=None)
     if error is not None:
         values["error"] = error
     result = session.execute(
@@ -178,6 +182,7 @@ def _run(row: RunRow | Row[Any], config: RunConfig) -> Run:
         config=config,
         current_epoch=row.current_epoch,
         error=row.error,
+        waiting_on=None if row.waiting_on is None else WaitingOn.model_validate(row.waiting_on),
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
     )
