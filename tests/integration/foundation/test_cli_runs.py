@@ -120,14 +120,12 @@ def test_runs_watch_says_what_a_run_waits_on(runner: CliRunner, tmp_path: Path) 
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"name": "waits"}))
     run = json.loads(runner.invoke(app, ["runs", "create", str(config), "--json"]).output)
-    assert runner.invoke(app, ["runs", "start", run["id"]]).exit_code == 0
-    assert runner.invoke(app, ["runs", "pause", run["id"]]).exit_code == 0  # at rest: watch draws once and ends
     waiting = {"dependency": "simulator", "since": datetime(2026, 1, 2, 12, 3, 10, tzinfo=UTC).isoformat(),
                "last_error": "ApiError: connection_error: simulator did not answer", "attempts": 4, "epoch": 0,
                "phase": "generate"}
     engine = create_engine(f"sqlite:///{tmp_path / 'cli.db'}")
     with engine.begin() as conn:
-        conn.execute(update(RunRow).where(RunRow.id == run["id"]).values(waiting_on=waiting))
+        conn.execute(update(RunRow).where(RunRow.id == run["id"]).values(waiting_on=waiting, status="paused"))  # at rest: watch draws once and ends
     engine.dispose()
     watched = runner.invoke(app, ["runs", "watch", run["id"], "--interval", "0.2"])
     assert watched.exit_code == 0, watched.output
