@@ -20,6 +20,7 @@ from docs_helpers import (
     endpoint_mentions,
     find_operation,
     json_blocks,
+    section,
     template_regex,
 )
 from fastapi import FastAPI
@@ -331,3 +332,22 @@ def test_documented_pure_answers_are_what_the_service_computes(apps: Apps, servi
     response = asyncio.run(send())
     assert response.status_code == 200, response.text
     assert response.json() == _answer_after(text, f"{call.var}{path}")
+
+
+def test_epoch_and_task_examples_show_every_field() -> None:
+    """api.md's epoch summaries and task list name every field of their contracts (a field added to a contract
+    and left out of the examples is a reader's surprise), and the prose names every summary field an example
+    alone does not explain."""
+    from genenv.contracts.epochs import EpochSummary
+
+    examples = [e for e in json_blocks(_text("api.md")) if isinstance(e, dict) and "items" in e]
+    epochs = [item for e in examples for item in e["items"] if "phase" in item]
+    assert epochs
+    for epoch in epochs:
+        assert set(epoch["summary"]) == set(EpochSummary.model_fields), epoch["index"]
+    tasks = [item for e in examples if _model_for(e) == Page[Task] for item in e["items"]]
+    assert tasks and all(set(t) == set(Task.model_fields) for t in tasks)
+    prose = section(_text("api.md"), "Runs: create → start → watch → pause, resume, cancel")
+    for field in ("rejections", "malformed_responses", "groups_with_variance_share", "prompts_with_stats_share",
+                  "generated_tasks_so_far", "rollouts_so_far", "simulator_kl_capped"):
+        assert f"`{field}`" in prose, field
