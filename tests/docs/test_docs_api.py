@@ -351,3 +351,25 @@ def test_epoch_and_task_examples_show_every_field() -> None:
     for field in ("rejections", "malformed_responses", "groups_with_variance_share", "prompts_with_stats_share",
                   "generated_tasks_so_far", "rollouts_so_far", "simulator_kl_capped"):
         assert f"`{field}`" in prose, field
+
+
+def test_unknown_domain_is_the_documented_404_on_every_service(apps: Apps) -> None:
+    """`unknown_domain` is listed under one status in the error table, and the control plane (a run config naming
+    no domain) and the simulator (a generate request naming none) both answer it."""
+    rows = [line for line in section(_text("api.md"), "Errors").splitlines()
+            if line.startswith("| 4") and "`unknown_domain`" in line]
+    assert len(rows) == 1 and rows[0].startswith("| 404 | `not_found_error` |")
+
+    async def ask() -> list[httpx.Response]:
+        answers = []
+        for service, path, body in (("control_plane", "/v1/runs", {"config": {"domain": "chess"}}),
+                                    ("simulator", "/v1/tasks:generate", {"domain": "chess"})):
+            transport = httpx.ASGITransport(app=apps.apps[service])
+            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as c:
+                answers.append(await c.post(path, headers=AUTH, json=body))
+        return answers
+
+    for answer in asyncio.run(ask()):
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert (error["type"], error["code"]) == ("not_found_error", "unknown_domain")
