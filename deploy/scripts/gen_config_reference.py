@@ -81,7 +81,9 @@ MODES: dict[RunMode, str] = {
 }
 
 # Values accepted where the type alone does not say (validated in code).
-CHOICES: dict[str, list[str]] = {"domain": domain_names(), "eval_benchmarks": [*benchmark_names(), "domain:NAME"]}
+CHOICES: dict[str, list[str]] = {"eval_benchmarks": [*benchmark_names(), "domain:NAME"]}
+# Fields whose listed values are examples, not a closed set: any plug-in or data-defined domain name works too.
+OPEN_CHOICES: dict[str, tuple[list[str], str]] = {"domain": (domain_names(), "or a plug-in's or data-defined name")}
 
 CROSS_FIELD_RULES = (
     "`agent.micro_batch_size` ≤ `agent.batch_size`, and the same for `simulator`.",
@@ -175,6 +177,9 @@ def constraints(field: FieldInfo, path: str = "") -> str:
     choices = CHOICES.get(path) or _choices(field.annotation)
     if choices:
         parts.append("one of: " + ", ".join(_code(c) for c in choices))
+    if path in OPEN_CHOICES:
+        examples, rest = OPEN_CHOICES[path]
+        parts.append("built-in: " + ", ".join(_code(c) for c in examples) + f" {rest}")
     return ", ".join(parts)
 
 

@@ -42,7 +42,7 @@ def score(body: ScoreRequest, session: SessionDep) -> ScoreResponse:
         raise GenEnvError("epoch goes with run_id alone; raw counts are not stored", param="epoch")
     base = scores.run_config(session, body.run_id).curriculum if body.run_id else CurriculumConfig()
     config = base.model_copy(update=overrides)
-    return score_batches([(c.key, c.k, c.n) for c in body.counts], config)
+    return score_batches([(c.seed_id, c.k, c.n) for c in body.counts], config)
 
 
 @router.get("/runs/{run_id}/epochs/{epoch}/scores", response_model=ScoreResponse)

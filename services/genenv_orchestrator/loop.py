@@ -23,6 +23,7 @@ from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
 from genenv.outages import MODEL_SERVERS, Outage, classify
+from genenv.rejections import dominant_rejection
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.phases import PHASES, PhaseFailedError, PhaseResult, RunView
@@ -324,6 +325,10 @@ def _close(ctx: OrchestratorContext, run_id: str, epoch: int) -> str:
         started = internal.get("_phase_started", {}).get(EpochPhase.CLOSE.value, time.time())
         seconds[EpochPhase.CLOSE.value] = round(time.time() - float(started), 3)
         summary = compute_summary(s, run_id, epoch, seconds)
+        dominant = dominant_rejection(summary.rejections, summary.tasks_valid)
+        if dominant is not None:
+            # "no in-band generation" from the trainer is the symptom; this line names the cause and the fix.
+            log.warning("run %s epoch %d: %s", run_id, epoch, dominant.sentence())
         row.summary = {**summary.model_dump(mode="json"), "_phase_started": internal.get("_phase_started", {})}
         board = ctx.settings.paths.tensorboard_dir
         if board is not None:

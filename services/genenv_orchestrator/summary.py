@@ -30,6 +30,17 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
     tasks_valid, tasks_total = session.execute(
         select(func.coalesce(func.sum(valid_flag), 0), func.count(TaskRow.id)).where(in_epoch)
     ).one()
+    # A rejected row without a reason (none is written so today) is counted under "unknown", so the counts always
+    # add up to tasks_rejected.
+    rejections = {
+        reason or "unknown": int(count)
+        for reason, count in session.execute(
+            select(TaskRow.rejection_reason, func.count(TaskRow.id))
+            .where(in_epoch, TaskRow.status == TaskStatus.REJECTED.value)
+            .group_by(TaskRow.rejection_reason)
+            .order_by(func.count(TaskRow.id).desc(), TaskRow.rejection_reason)
+        )
+    }
     # Per task: valid verdicts and successes, then solved / unsolved counts over tasks that have any.
     per_task = (
         select(
@@ -113,6 +124,7 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
         mean_response_tokens=None if mean_response is None else float(mean_response),
         tasks_valid=int(tasks_valid),
         tasks_rejected=int(tasks_total) - int(tasks_valid),
+        rejections=rejections,
         tasks_solved=int(solved),
         tasks_unsolved=int(unsolved),
         rollouts=int(rollouts),

@@ -9,7 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
-from genenv.contracts.errors import GenEnvError, NotFoundError
+from genenv.contracts.errors import NotFoundError
 from genenv.contracts.tasks import Seed
 from genenv.db.engine import make_engine, make_session_factory
 from genenv.db.repositories import domains
@@ -59,20 +59,22 @@ class SimulatorResources:
         )
 
     def domain(self, name: str) -> Domain:
-        """The domain (built-in, plug-in, or data-defined from the database), or a 400 naming the known ones."""
+        """The domain (built-in, plug-in, or data-defined from the database), or a 404 naming the known ones.
+
+        404, as on the control plane: the name addresses something that does not exist, like an unknown seed id
+        (404 unknown_seed); 400 is for a request that names existing things in an unacceptable way (api.md#errors).
+        """
         try:
             return get_domain(name)
         except UnknownDomainError as exc:
             if "unavailable" in str(exc):
-                raise GenEnvError(str(exc), param="domain", code="unknown_domain") from None
+                raise NotFoundError(str(exc), param="domain", code="unknown_domain") from None
         with self.sessions() as session:
             try:
-                return domains.resolve(session, name)
-            except NotFoundError as exc:
-                raise GenEnvError(exc.message, param="domain", code="unknown_domain") from None
+                return domains.resolve(session, name)  # NotFoundError (param domain, code unknown_domain)
             except SQLAlchemyError:
                 # A standalone simulator may run without a migrated database: then only static domains exist.
-                raise GenEnvError(
+                raise NotFoundError(
                     f"unknown domain {name!r}; choose from {REGISTRY.names()} (data-defined domains need "
                     "GENENV_DATABASE__URL pointing at the database they were registered in)",
                     param="domain", code="unknown_domain") from None

@@ -20,6 +20,7 @@ from docs_helpers import (
     endpoint_mentions,
     find_operation,
     json_blocks,
+    section,
     template_regex,
 )
 from fastapi import FastAPI
@@ -333,3 +334,44 @@ def test_documented_pure_answers_are_what_the_service_computes(apps: Apps, servi
     response = asyncio.run(send())
     assert response.status_code == 200, response.text
     assert response.json() == _answer_after(text, f"{call.var}{path}")
+
+
+def test_epoch_and_task_examples_show_every_field() -> None:
+    """api.md's epoch summaries and task list name every field of their contracts (a field added to a contract
+    and left out of the examples is a reader's surprise), and the prose names every summary field an example
+    alone does not explain."""
+    from genenv.contracts.epochs import EpochSummary
+
+    examples = [e for e in json_blocks(_text("api.md")) if isinstance(e, dict) and "items" in e]
+    epochs = [item for e in examples for item in e["items"] if "phase" in item]
+    assert epochs
+    for epoch in epochs:
+        assert set(epoch["summary"]) == set(EpochSummary.model_fields), epoch["index"]
+    tasks = [item for e in examples if _model_for(e) == Page[Task] for item in e["items"]]
+    assert tasks and all(set(t) == set(Task.model_fields) for t in tasks)
+    prose = section(_text("api.md"), "Runs: create → start → watch → pause, resume, cancel")
+    for field in ("rejections", "malformed_responses", "groups_with_variance_share", "prompts_with_stats_share",
+                  "generated_tasks_so_far", "rollouts_so_far", "simulator_kl_capped"):
+        assert f"`{field}`" in prose, field
+
+
+def test_unknown_domain_is_the_documented_404_on_every_service(apps: Apps) -> None:
+    """`unknown_domain` is listed under one status in the error table, and the control plane (a run config naming
+    no domain) and the simulator (a generate request naming none) both answer it."""
+    rows = [line for line in section(_text("api.md"), "Errors").splitlines()
+            if line.startswith("| 4") and "`unknown_domain`" in line]
+    assert len(rows) == 1 and rows[0].startswith("| 404 | `not_found_error` |")
+
+    async def ask() -> list[httpx.Response]:
+        answers = []
+        for service, path, body in (("control_plane", "/v1/runs", {"config": {"domain": "chess"}}),
+                                    ("simulator", "/v1/tasks:generate", {"domain": "chess"})):
+            transport = httpx.ASGITransport(app=apps.apps[service])
+            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as c:
+                answers.append(await c.post(path, headers=AUTH, json=body))
+        return answers
+
+    for answer in asyncio.run(ask()):
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert (error["type"], error["code"]) == ("not_found_error", "unknown_domain")

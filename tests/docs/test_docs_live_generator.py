@@ -171,6 +171,32 @@ def test_documented_reward_functions_score_exported_rows(exported_db: tuple[str,
     assert rewards == [1.0, 0.0, 1.0]
 
 
+def test_documented_reward_functions_score_a_data_defined_domains_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exported task of a user's own domain (`genenv domains add`), scored by the documented helpers in a
+    process with no database at all: the payload names its kind."""
+    from genenv.domains.data.domain import check_seed_file
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GENENV_DATABASE__URL", f"sqlite:///{tmp_path / 'none' / 'genenv.db'}")
+    seed_file = "\n".join(json.dumps({"question": f"What is {n} plus {n}?", "answer": str(2 * n)})
+                          for n in range(1, 9))
+    domain, report = check_seed_file("sums", "exact_answer", seed_file, {"normalize": "number"})
+    assert report.ok
+    payload = domain.tag(report.train[0].payload)
+    truth, source = json.dumps(payload), "genenv/sums"
+    answer = str(2 * int(payload["question"].split()[2]))  # "What is N plus N?"
+    namespace: dict[str, Any] = {}
+    exec(compile(_block_defining("compute_score"), "verl_reward", "exec"), namespace)
+    assert namespace["compute_score"](source, answer, truth) == 1.0
+    assert namespace["compute_score"](source, "-1", truth) == 0.0
+    exec(compile(_block_defining("genenv_reward"), "trl_reward", "exec"), namespace)
+    assert namespace["genenv_reward"](completions=[answer, "-1"], data_source=[source] * 2,
+                                      reward_model=[{"ground_truth": truth}] * 2) == [1.0, 0.0]
+    assert not (tmp_path / "none").exists()
+
+
 @pytest.fixture
 def simulator_url(vllm_url: str, benchmarks_dir: Path, tmp_path: Path) -> Iterator[str]:
     """`genenv serve simulator` started the way the doc says, on the real vLLM server."""

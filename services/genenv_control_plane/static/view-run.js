@@ -1,9 +1,11 @@
 // The run view: a run's per-epoch curves from its epoch summaries, and per epoch its adapter versions, phase wall
-// times and a link to the tasks the simulator wrote in that epoch (view-tasks.js).
+// times, its rejected generations per reason (with the likely fix of each under the table) and a link to the tasks
+// the simulator wrote in that epoch (view-tasks.js).
 
 import { getRun, runEpochs } from "./api.js";
 import { epochChart } from "./charts.js";
 import { $, h, headRow } from "./dom.js";
+import { rejectionCounts, rejectionHint } from "./rejections.js";
 import { hashFor } from "./state.js";
 
 export const ACTIVE = new Set(["created", "running"]); // statuses whose epochs can still change
@@ -36,14 +38,22 @@ function seriesOf(chart, epochs) {
     .filter((e) => typeof e.summary[key] === "number").map((e) => [e.index, e.summary[key]])]);
 }
 
+// Under the table, once per reason any epoch rejected generations for: the reason and its likely fix.
+function drawRejectionHints(epochs) {
+  const reasons = [...new Set(epochs.flatMap((e) => rejectionCounts(e.summary).map(([reason]) => reason)))];
+  $("rejection-hints").replaceChildren(...reasons.map((reason) => h("li", { "data-reason": reason },
+    `${reason}: ${rejectionHint(reason)}`)));
+}
+
 function drawTable(run, epochs) {
   const table = $("epoch-table");
   table.replaceChildren();
   $("table-title").hidden = !epochs.length;
+  drawRejectionHints(epochs);
   if (!epochs.length) return;
   const seen = new Set(epochs.flatMap((e) => Object.keys((e.summary && e.summary.phase_seconds) || {})));
   const phases = [...PHASES.filter((p) => seen.has(p)), ...[...seen].filter((p) => !PHASES.includes(p)).sort()];
-  headRow(table, ["epoch", "phase", "agent v", "simulator v", ...phases, "total", "generated"]);
+  headRow(table, ["epoch", "phase", "agent v", "simulator v", ...phases, "total", "rejected", "generated"]);
   const body = table.createTBody();
   for (const e of epochs) {
     const s = e.summary || {};
@@ -53,6 +63,11 @@ function drawTable(run, epochs) {
       ...phases.map((p) => (p in secs ? secs[p].toFixed(1) : null)), e.summary ? total.toFixed(1) : null];
     const row = body.insertRow();
     for (const c of cells) row.insertCell().textContent = c === null || c === undefined ? "—" : String(c);
+    const counts = rejectionCounts(e.summary);
+    const rejected = row.insertCell();
+    rejected.className = "rejections";
+    rejected.textContent = counts.length ? counts.map(([reason, n]) => `${reason} ${n}`).join(" · ") : "—";
+    if (counts.length) rejected.title = counts.map(([reason]) => `${reason}: ${rejectionHint(reason)}`).join("\n");
     // A plain link: the hash router (state.js) opens the view, and Back returns here.
     row.insertCell().append(h("a", { class: "tasks-link", href: hashFor({ runId: run.id, tasksEpoch: e.index }),
       "data-epoch": e.index }, "tasks"));

@@ -4,6 +4,7 @@
 
 import { getRun, runEpochs, taskPage, taskRollouts, taskStats } from "./api.js";
 import { $, fmt, h, headRow, setStatus } from "./dom.js";
+import { rejectionHint } from "./rejections.js";
 import { hashFor, isCurrent, navigate, selection } from "./state.js";
 
 export const PAGE_SIZE = 20;
@@ -71,7 +72,10 @@ function taskItem({ task, stat, rollouts }) {
   if (task.status === "rejected") {
     const reason = task.rejection_reason || "unknown";
     item.append(h("p", { class: "rejection", "data-reason": reason },
-      `rejected: ${reason}` + (task.rejection_detail ? ` — ${task.rejection_detail}` : "")));
+      `rejected: ${reason}` + (task.rejection_detail ? ` — ${task.rejection_detail}` : "")),
+    h("p", { class: "muted rejection-hint" }, `likely fix: ${rejectionHint(reason)}`));
+    // What the simulator wrote: the thing the reason is about (shown as text, never interpreted).
+    if (task.raw_text) item.append(h("pre", { class: "raw-text" }, task.raw_text));
   }
   // The payload as indented JSON text: whatever the simulator wrote is shown, never interpreted.
   if (task.payload) item.append(h("pre", { class: "payload" }, JSON.stringify(task.payload, null, 2)));

@@ -17,6 +17,7 @@ from rich.console import Console
 from genenv.cli.render import stdout_console
 from genenv.clients.base import ApiError
 from genenv.clients.control_plane import ControlPlaneClient
+from genenv.catalogue import domain_store  # re-exported: the command groups import it from here
 from genenv.settings import GenEnvSettings, get_settings
 
 R = TypeVar("R")
@@ -100,13 +101,6 @@ def read_target(home: Path | None, url: str | None) -> tuple[GenEnvSettings, str
         raise typer.Exit(2)
     home_database(home)
     return embedded_settings(home.resolve()), "inprocess"
-
-
-def domain_store(settings: GenEnvSettings) -> Path:
-    """Where the embedded commands keep data-defined domains (`genenv domains add` without a control plane): a
-    SQLite file in the user's GenEnv home (paths.home), so every folder sees them; the quickstart and experiment
-    homes, emptied at each start, get a copy of the domain they run."""
-    return settings.paths.home / "domains.db"
 
 
 def require_executor(settings: GenEnvSettings, url: str | None) -> None:

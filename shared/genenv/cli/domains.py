@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import re
 import tempfile
@@ -238,3 +239,39 @@ def list_(url: UrlOption = None, as_json: JsonOption = False) -> None:
                       "" if d.train_rows is None else str(d.train_rows),
                       "" if d.eval_rows is None else str(d.eval_rows), d.origin if d.ok else d.reason or "")
     out.print(table)
+
+
+class SeedSplit(enum.StrEnum):
+    """The splits a domain's seeds come in."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@app.command("seeds")
+def seeds(
+    name: Annotated[str, typer.Argument(help="Domain name: built-in, plug-in or data-defined.")],
+    split: Annotated[SeedSplit, typer.Option("--split", help="train (shown to the simulator; what seed_ids "
+                                             "name) or eval (held out).", case_sensitive=False)] = SeedSplit.TRAIN,
+    as_json: JsonOption = False,
+) -> None:
+    """List a domain's seed ids (found in-process: built-ins, plug-ins, and data-defined domains in your GenEnv
+    home's store, paths.home/domains.db, or the configured database)."""
+    from genenv.catalogue import get_domain
+    from genenv.domains import UnknownDomainError
+
+    settings = get_settings()
+    try:
+        found = get_domain(name, settings=settings).load_seeds(settings.paths.benchmarks, split.value)
+    except UnknownDomainError as exc:
+        err.print(f"error: {exc}", style="red", markup=False)
+        raise typer.Exit(2) from None
+    except (OSError, ValueError) as exc:  # a built-in whose benchmark data is not fetched yet
+        err.print(f"error: {exc} (genenv data fetch)", style="red", markup=False)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps({"domain": name, "split": split.value, "seed_ids": [s.id for s in found]}, indent=2))
+        return
+    for seed in found:
+        typer.echo(seed.id)
+    err.print(f"{len(found)} {split.value} seed(s) of {name}", markup=False)

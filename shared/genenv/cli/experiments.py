@@ -236,7 +236,8 @@ def report(
         Path | None, typer.Option("--out", file_okay=False, help="Folder for report.md, report.json and PNGs.")
     ] = None,
 ) -> None:
-    """Write the experiment's report: curves per mode with 95 % bootstrap intervals, effects, H1–H4."""
+    """Write the experiment's report: curves per mode with 95 % t intervals over replicates, paired effects,
+    H1–H4."""
     settings, base = _settings(home, url)
     series = run_client(settings, base, lambda c: c.experiment_series(experiment_id))
     path = write_report_files(series, out_dir or Path(f"report-{series.experiment_id}"))

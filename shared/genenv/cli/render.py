@@ -10,6 +10,7 @@ from rich.table import Table
 
 from genenv.contracts.epochs import Epoch
 from genenv.contracts.runs import WaitingOn
+from genenv.rejections import dominant_rejection, rejection_hint
 
 
 def stdout_console(width_when_piped: int = 160) -> Console:
@@ -46,10 +47,11 @@ def epoch_table(
     lengths, adapters, time.
 
     The caption says why a role was not trained in an epoch (no in-band seed batch, the KL cap, …): an adapter
-    version that stops rising is the first thing a user asks about.
+    version that stops rising is the first thing a user asks about; and why generations were rejected, with the
+    likely fix per reason (the next question, when "ok/rej" reads 0/24).
     """
     # Short headers, explained in the caption: the table must fit 120 columns, or rich truncates the numbers.
-    caption = [EPOCH_TABLE_LEGEND, *untrained_notes(epochs)]
+    caption = [EPOCH_TABLE_LEGEND, *rejection_notes(epochs), *untrained_notes(epochs)]
     table = Table(title=title, header_style="bold", caption="\n".join(caption), caption_justify="left")
     for col in ("ep", "phase", "p̂", "band", "ok/rej", "all/none", "malf", "var", "ctx", "steps", "t.tok", "r.tok",
                 "a.v", "s.v", "s"):
@@ -123,5 +125,26 @@ def untrained_notes(epochs: list[Epoch], last: int = 6) -> list[str]:
             if not reason:
                 continue
             detail = f" (KL {kl:.3f})" if isinstance(kl, int | float) else ""
+            # Nothing in band because nearly nothing was valid: the rejections are the cause, say which and the fix.
+            dominant = None if e.summary is None else dominant_rejection(e.summary.rejections, e.summary.tasks_valid)
+            if dominant is not None and kind == "train_simulator":
+                detail += f"; {dominant.sentence()}"
             notes.append(f"epoch {e.index}: {kind.removeprefix('train_')} not trained: {reason}{detail}")
     return notes[-last:]
+
+
+def rejection_notes(epochs: list[Epoch], last: int = 3) -> list[str]:
+    """Per epoch (the last few with rejections) its rejected generations per reason, then the likely fix of each
+    reason shown, once."""
+    counted = [e for e in epochs if e.summary is not None and e.summary.rejections][-last:]
+    notes: list[str] = []
+    reasons: list[str] = []
+    for e in counted:
+        assert e.summary is not None
+        ordered = sorted(e.summary.rejections.items(), key=lambda item: (-item[1], item[0]))
+        notes.append(f"epoch {e.index} rejected: " + " · ".join(f"{reason} {n}" for reason, n in ordered))
+        reasons.extend(reason for reason, _ in ordered if reason not in reasons)
+    notes.extend(f"  {reason}: {rejection_hint(reason)}" for reason in reasons)
+    if counted:
+        notes.append("  the rejected generations: genenv runs tasks RUN --epoch N --status rejected")
+    return notes

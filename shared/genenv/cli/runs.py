@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -27,11 +29,21 @@ from genenv.cli.documents import ConfigFileError, load_model
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.epochs import Epoch
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus
+from genenv.contracts.tasks import TaskStatus
 from genenv.settings import get_settings
 
 # Rich's own width (80 columns when piped), as this group has always printed.
 out = Console()
 RunIdArgument = Annotated[str, typer.Argument(help="Run id.")]
+
+
+class TaskFilter(enum.StrEnum):
+    """Which generations ``runs tasks`` lists."""
+
+    REJECTED = "rejected"
+    VALID = "valid"
+    ALL = "all"
+
 
 app = typer.Typer(help="Create, inspect and steer co-evolution runs.", no_args_is_help=True)
 
@@ -220,3 +232,55 @@ def plot(
     build_figure(run, epochs).savefig(target, dpi=100)
     done = sum(e.summary is not None for e in epochs)
     out.print(f"wrote {target} ({done} summarised epoch(s) of {len(epochs)})", markup=False, soft_wrap=True)
+
+
+TEXT_CHARS = 120
+"""A task's text in the table: this many characters of one line (--json prints it whole)."""
+
+
+def _shorten(text: str, width: int = TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@app.command("tasks")
+def tasks(
+    run_id: RunIdArgument,
+    epoch: Annotated[int, typer.Option("--epoch", min=0, help="The epoch whose generations to list.")],
+    status: Annotated[
+        TaskFilter, typer.Option("--status", help="rejected, valid or all.", case_sensitive=False)
+    ] = TaskFilter.ALL,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="Generations to list (the first ones).")] = 50,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List an epoch's generations with status, rejection reason and text (GET /v1/runs/ID/tasks): why the
+    epoch table says 0/24."""
+    from genenv.cli.render import stdout_console
+    from genenv.rejections import rejection_hint
+
+    wanted = None if status is TaskFilter.ALL else TaskStatus(status.value)
+    page = run_client(get_settings(), url, lambda c: c.list_tasks(run_id, epoch=epoch, status=wanted, limit=limit))
+    if as_json:
+        _print(page, True)
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("id", "seed", "var", "status", "reason", "text"):
+        table.add_column(column, overflow="fold", no_wrap=column != "text")
+    for t in page.items:
+        # A rejected generation shows what the simulator wrote; a valid one its task.
+        text = t.raw_text if t.status is TaskStatus.REJECTED or t.payload is None else json.dumps(t.payload)
+        reason = t.rejection_reason or ""
+        if t.rejection_detail:
+            reason = f"{reason}: {t.rejection_detail}"
+        table.add_row(str(t.id), t.seed_id or "—", str(t.variation), t.status.value, _shorten(reason, 60) or "—",
+                      _shorten(text) or "—")
+    # The text column needs room: the terminal's width, or 160 columns in a pipe or log (not Rich's 80).
+    wide = stdout_console()
+    wide.print(table)
+    shown = sorted({t.rejection_reason for t in page.items if t.rejection_reason})
+    for reason in shown:
+        wide.print(f"{reason}: {rejection_hint(reason)}", markup=False, soft_wrap=True)
+    if page.next_cursor:
+        wide.print(f"more than {limit}: raise --limit (at most 500) or use GET /v1/runs/ID/tasks with its cursor",
+                  markup=False)

@@ -43,6 +43,10 @@ class EpochSummary(ReadModel):
     mean_response_tokens: float | None = None
     tasks_valid: int = 0
     tasks_rejected: int = 0
+    rejections: dict[str, int] = Field(
+        default_factory=dict, description="Rejected generations of this epoch per reason (contracts/tasks.py "
+        "RejectionReason), e.g. {\"too_long\": 10, \"invalid_task\": 6}; their sum is tasks_rejected."
+    )
     tasks_solved: int = Field(default=0, description="Tasks every attempt of which succeeded.")
     tasks_unsolved: int = Field(default=0, description="Tasks no attempt of which succeeded.")
     rollouts: int = 0

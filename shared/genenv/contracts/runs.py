@@ -220,7 +220,10 @@ class RunConfig(WriteModel):
         description="genenv | random_simulator | static_augmentation | agent_only.",
     )
     domain: str = Field(
-        default="arithmetic", min_length=1, max_length=64, description="Domain plug-in that defines the tasks."
+        default="arithmetic", min_length=1, max_length=64,
+        description="The task domain, by any registered name: a built-in, a plug-in (entry point genenv.domains) or "
+        "a data-defined domain (genenv domains add); `genenv domains list` shows them. A name that is none of these "
+        "is refused when the run is created (404 unknown_domain).",
     )
     base_model: ModelName = Field(
         default="smollm2-135m-instruct",

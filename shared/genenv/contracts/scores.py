@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import enum
-from typing import Self
+from typing import Any, Self
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from genenv.contracts.base import MAX_INT32, ReadModel, WriteModel
 
 
 class SuccessCounts(WriteModel):
-    """k successes out of n valid attempts for one key (a task or a seed batch)."""
+    """k successes out of n valid attempts of one seed batch (an entry of POST /v1/score's ``counts``)."""
 
-    key: str = Field(min_length=1, max_length=200, description="Task id or seed id.")
+    # Named as in the answer's scores[].seed_id; `key`, the name this field had first, is still accepted.
+    seed_id: str = Field(
+        min_length=1, max_length=200, validation_alias=AliasChoices("seed_id", "key"),
+        description="The seed batch's id, returned as scores[].seed_id (`key` is accepted as an old name).",
+    )
     k: int = Field(ge=0, le=MAX_INT32)
     n: int = Field(ge=0, le=MAX_INT32)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "seed_id" in data and "key" in data:
+            raise ValueError("give seed_id or its old name key, not both")
+        return data
 
     @model_validator(mode="after")
     def _k_at_most_n(self) -> Self:
         if self.k > self.n:
-            raise ValueError(f"k ({self.k}) exceeds n ({self.n}) for {self.key!r}; k counts successes among n")
+            raise ValueError(f"k ({self.k}) exceeds n ({self.n}) for {self.seed_id!r}; k counts successes among n")
         return self
 
 

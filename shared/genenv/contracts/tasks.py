@@ -72,6 +72,7 @@ class Task(ReadModel):
     payload: dict[str, Any] | None
     rejection_reason: str | None = None
     rejection_detail: str | None = None
+    raw_text: str = Field(default="", description="The simulator's raw output: what a rejected task's reason is about.")
     generator_adapter: str | None = None
     completion_tokens: int | None = None
 

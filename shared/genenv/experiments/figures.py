@@ -1,4 +1,4 @@
-"""The experiment report's figures: one PNG per quantity, every mode in its fixed colour, mean ± bootstrap interval.
+"""The experiment report's figures: one PNG per quantity, every mode in its fixed colour, mean ± t interval.
 
 Built without pyplot (as genenv.observability.plot), so no global state or GUI backend; needs matplotlib (the
 `bench` extra). A figure none of the members has data for is skipped, not drawn empty.
@@ -77,7 +77,7 @@ def _caption(series: ExperimentSeries, result: ExperimentResult) -> str:
     s = result.settings
     return (
         f"{series.name} · {series.domain} · α={series.alpha} k_min={series.k_min} · "
-        f"mean and {s.confidence:.0%} {s.method} bootstrap interval over replicates"
+        f"mean and {s.confidence:.0%} {s.method} interval over replicates"
     )
 
 

@@ -103,7 +103,8 @@ async def test_score_a_stored_epoch_is_stored_idempotently(
 async def test_raw_counts_use_defaults_overrides_or_the_runs_settings(
     client: CurriculumClient, any_sessions: sessionmaker[Session]
 ) -> None:
-    counts = [SuccessCounts(key="x", k=5, n=10), SuccessCounts(key="y", k=3, n=10), SuccessCounts(key="z", k=0, n=0)]
+    counts = [SuccessCounts(seed_id="x", k=5, n=10), SuccessCounts(seed_id="y", k=3, n=10),
+              SuccessCounts(seed_id="z", k=0, n=0)]
     default = await client.score(ScoreRequest(counts=counts))
     assert default == score_batches([("x", 5, 10), ("y", 3, 10), ("z", 0, 0)], CurriculumConfig())
     shifted = await client.score(ScoreRequest(counts=counts, alpha=0.3, k_min=0.05, use_beta_prior=True))
@@ -140,6 +141,22 @@ async def test_validation_and_auth(any_sessions: sessionmaker[Session]) -> None:
         assert "exceeds n" in r.json()["error"]["message"]
         r = await raw.post("/v1/score", json={"counts": []})
         assert r.status_code == 401 and set(r.json()["error"]) >= {"message", "type"}
+
+
+async def test_score_counts_name_their_seed_as_the_answer_does(any_sessions: sessionmaker[Session]) -> None:
+    """counts[].seed_id, as in scores[].seed_id; the old name counts[].key still works, and both at once is a 422."""
+    app = create_app(GenEnvSettings(auth={"tokens": [TOKEN]}), sessions=any_sessions)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://c") as raw:
+        new = await raw.post("/v1/score", json={"counts": [{"seed_id": "s1", "k": 4, "n": 8}]}, headers=auth)
+        old = await raw.post("/v1/score", json={"counts": [{"key": "s1", "k": 4, "n": 8}]}, headers=auth)
+        both = await raw.post("/v1/score", json={"counts": [{"seed_id": "s1", "key": "s1", "k": 4, "n": 8}]},
+                              headers=auth)
+    assert new.status_code == old.status_code == 200, (new.text, old.text)
+    assert new.json() == old.json() and [s["seed_id"] for s in new.json()["scores"]] == ["s1"]
+    assert both.status_code == 422 and "not both" in both.json()["error"]["message"]
+    schema = app.openapi()["components"]["schemas"]["SuccessCounts"]
+    assert "seed_id" in schema["properties"] and "key" not in schema["properties"]
 
 
 async def test_ledger_endpoints_page_through_the_repository(

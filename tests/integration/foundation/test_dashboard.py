@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 from fnd_helpers import Api
+
+from genenv.rejections import REJECTION_HINTS, UNKNOWN_HINT
 
 
 async def _anonymous(api: Api, path: str) -> httpx.Response:
@@ -103,3 +109,28 @@ async def test_dashboard_experiment_view_uses_the_report_mode_colours(api: Api) 
         assert f'"{mode}"' in script.split("const MODE_ORDER = [", 1)[1].split("]", 1)[0], mode
         rule = re.search(rf"\.m-{mode} {{ stroke: (#[0-9a-f]{{6}}); fill: (#[0-9a-f]{{6}}); }}", style)
         assert rule is not None and rule.groups() == (colour, colour), mode
+
+
+async def test_dashboard_epoch_view_shows_rejections_with_the_python_hints(api: Api, tmp_path: Path) -> None:
+    """The epoch table's "rejected" column and the hints under it: rejections.js is served, imported by the run view,
+    and its table, run by node, is genenv.rejections.REJECTION_HINTS."""
+    modules = await _script_modules(api)
+    assert "rejections.js" in modules
+    assert 'from "./rejections.js"' in modules["view-run.js"] and '"rejected"' in modules["view-run.js"]
+    assert 'from "./rejections.js"' in modules["view-tasks.js"]
+    assert 'id="rejection-hints"' in (await _anonymous(api, "/dashboard")).text
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not installed")
+    (tmp_path / "rejections.mjs").write_text(modules["rejections.js"])
+    probe = (
+        'import { REJECTION_HINTS, UNKNOWN_HINT, rejectionCounts, rejectionHint } from "./rejections.mjs";\n'
+        "console.log(JSON.stringify({ hints: REJECTION_HINTS, unknown: UNKNOWN_HINT, made_up: rejectionHint('x'),\n"
+        "  counts: rejectionCounts({ rejections: { invalid_task: 6, too_long: 10, empty: 6 } }),\n"
+        "  none: rejectionCounts({}) }));\n"
+    )
+    (tmp_path / "probe.mjs").write_text(probe)
+    answer = json.loads(subprocess.run([node, "probe.mjs"], cwd=tmp_path, capture_output=True, text=True,
+                                       check=True, timeout=30).stdout)
+    assert answer["hints"] == REJECTION_HINTS and answer["unknown"] == answer["made_up"] == UNKNOWN_HINT
+    assert answer["counts"] == [["too_long", 10], ["empty", 6], ["invalid_task", 6]] and answer["none"] == []

@@ -177,7 +177,9 @@ async def test_request_errors_use_the_envelope(sqlite_sessions: sessionmaker[Ses
     with pytest.raises(ApiError) as no_run:
         await client.generate(GenerateRequest(domain="arithmetic", run_id="missing", epoch=0))
     await client.aclose()
-    assert (unknown_domain.value.status_code, unknown_domain.value.param) == (400, "domain")
+    # 404 as on the control plane (a run config naming no domain): the name addresses nothing that exists.
+    assert (unknown_domain.value.status_code, unknown_domain.value.param) == (404, "domain")
+    assert (unknown_domain.value.type, unknown_domain.value.code) == ("not_found_error", "unknown_domain")
     assert (eval_seed.value.status_code, eval_seed.value.param) == (404, "seed_ids")
     assert (half_run.value.status_code, half_run.value.param) == (400, "run_id")
     assert (no_run.value.status_code, no_run.value.param) == (404, "run_id")
@@ -269,11 +271,11 @@ async def test_an_outage_is_a_503_and_stores_nothing(sqlite_sessions: sessionmak
         assert s.scalar(select(func.count(TaskRow.id))) == 0
 
 
-async def test_unknown_domain_without_a_database_is_400_not_500() -> None:
-    """A standalone simulator on an empty database: a name that is no static domain is a 400 naming the setting."""
+async def test_unknown_domain_without_a_database_is_404_not_500() -> None:
+    """A standalone simulator on an empty database: a name that is no static domain is a 404 naming the setting."""
     client = _client(ScriptedSimulator())
     with pytest.raises(ApiError) as err:
         await client.generate(GenerateRequest(domain="my_tools"))
     await client.aclose()
-    assert (err.value.status_code, err.value.param) == (400, "domain")
+    assert (err.value.status_code, err.value.param) == (404, "domain")
     assert "GENENV_DATABASE__URL" in err.value.message
