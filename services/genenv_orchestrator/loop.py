@@ -16,12 +16,13 @@ from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
-from genenv.contracts.epochs import EpochPhase, next_phase
+from genenv.contracts.epochs import EpochPhase, EpochSummary, next_phase
 from genenv.contracts.runs import RunConfig, RunStatus, WaitingOn
 from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
+from genenv.observability.trackers import log_epoch_mlflow, log_epoch_wandb
 from genenv.outages import MODEL_SERVERS, Outage, classify
 from genenv.rejections import dominant_rejection
 from genenv_orchestrator import queries as q
@@ -320,29 +321,61 @@ def _close(ctx: OrchestratorContext, run_id: str, epoch: int) -> str:
         row = q.get_or_create_epoch(s, run_id, epoch)
         if row.phase != EpochPhase.CLOSE.value:
             return run.status
-        internal = dict(row.summary or {})
-        seconds = dict(internal.get("phase_seconds", {}))
-        started = internal.get("_phase_started", {}).get(EpochPhase.CLOSE.value, time.time())
-        seconds[EpochPhase.CLOSE.value] = round(time.time() - float(started), 3)
-        summary = compute_summary(s, run_id, epoch, seconds)
-        dominant = dominant_rejection(summary.rejections, summary.tasks_valid)
-        if dominant is not None:
-            # "no in-band generation" from the trainer is the symptom; this line names the cause and the fix.
-            log.warning("run %s epoch %d: %s", run_id, epoch, dominant.sentence())
-        row.summary = {**summary.model_dump(mode="json"), "_phase_started": internal.get("_phase_started", {})}
-        board = ctx.settings.paths.tensorboard_dir
-        if board is not None:
-            # Written before the commit: a crash after it re-runs CLOSE, which replaces this epoch's file.
-            write_epoch_scalars(board, run_id, epoch, summary)
-        row.phase = EpochPhase.CLOSED.value
-        row.finished_at = _now()
-        config = RunConfig.model_validate(run.config)
-        if epoch + 1 < config.epochs:
-            q.get_or_create_epoch(s, run_id, epoch + 1)
-            run.current_epoch = epoch + 1
-        else:
-            runs.move(s, run, RunStatus.COMPLETED)
-        return run.status
+        closed = _close_epoch(ctx, s, run, row, run_id, epoch)
+    # After the commit: a tracker is slow (seconds) and must not hold the run's row lock; an epoch that closes
+    # twice cannot happen, so nothing is logged twice (a crash between the commit and here loses that point).
+    status, name, summary = closed
+    _export_epoch(ctx, run_id, epoch, name, summary)
+    return status
+
+
+def _close_epoch(
+    ctx: OrchestratorContext, s: Session, run: RunRow, row: EpochRow, run_id: str, epoch: int
+) -> tuple[str, str, EpochSummary]:
+    """Store the summary of an epoch in CLOSE and advance the run; (run status, run name, summary)."""
+    internal = dict(row.summary or {})
+    seconds = dict(internal.get("phase_seconds", {}))
+    started = internal.get("_phase_started", {}).get(EpochPhase.CLOSE.value, time.time())
+    seconds[EpochPhase.CLOSE.value] = round(time.time() - float(started), 3)
+    summary = compute_summary(s, run_id, epoch, seconds)
+    dominant = dominant_rejection(summary.rejections, summary.tasks_valid)
+    if dominant is not None:
+        # "no in-band generation" from the trainer is the symptom; this line names the cause and the fix.
+        log.warning("run %s epoch %d: %s", run_id, epoch, dominant.sentence())
+    row.summary = {**summary.model_dump(mode="json"), "_phase_started": internal.get("_phase_started", {})}
+    board = ctx.settings.paths.tensorboard_dir
+    if board is not None:
+        # Written before the commit: a crash after it re-runs CLOSE, which replaces this epoch's file.
+        write_epoch_scalars(board, run_id, epoch, summary)
+    row.phase = EpochPhase.CLOSED.value
+    row.finished_at = _now()
+    config = RunConfig.model_validate(run.config)
+    if epoch + 1 < config.epochs:
+        q.get_or_create_epoch(s, run_id, epoch + 1)
+        run.current_epoch = epoch + 1
+    else:
+        runs.move(s, run, RunStatus.COMPLETED)
+    return run.status, config.name, summary
+
+
+def _export_epoch(ctx: OrchestratorContext, run_id: str, epoch: int, name: str, summary: EpochSummary) -> None:
+    """Send a closed epoch's metrics to the experiment trackers the settings name (MLflow, W&B)."""
+    obs = ctx.settings.observability
+    if obs.mlflow_tracking_uri:
+        try:
+            log_epoch_mlflow(obs.mlflow_tracking_uri, obs.mlflow_experiment, run_id, name, epoch, summary)
+        except Exception:  # a tracker that is down or misconfigured must not stop the run
+            log.warning(
+                "run %s epoch %d: logging to MLflow at %s failed", run_id, epoch, obs.mlflow_tracking_uri, exc_info=True
+            )
+    if obs.wandb_project:
+        directory = obs.wandb_dir or ctx.settings.paths.home
+        try:
+            log_epoch_wandb(obs.wandb_project, obs.wandb_mode, directory, run_id, name, epoch, summary)
+        except Exception:  # as above
+            log.warning(
+                "run %s epoch %d: logging to W&B project %s failed", run_id, epoch, obs.wandb_project, exc_info=True
+            )
 
 
 def running_run_ids(factory: sessionmaker[Session]) -> list[str]:

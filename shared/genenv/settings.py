@@ -162,6 +162,34 @@ class PathSettings(BaseModel):
     )
 
 
+class ObservabilitySettings(BaseModel):
+    """Experiment trackers that receive each closed epoch's metrics (the TensorBoard scalars), beside the dashboard."""
+
+    mlflow_tracking_uri: str | None = Field(
+        default=None,
+        description="If set, each closed epoch's metrics are logged to MLflow at this tracking URI (needs the "
+        "`mlflow` extra): a local store such as sqlite:////var/lib/genenv/mlflow.db (no server; `mlflow ui "
+        "--backend-store-uri` on it), or an MLflow server's http(s) URL. One MLflow run per GenEnv run (tag "
+        "genenv.run_id), step = epoch. Off by default.",
+    )
+    mlflow_experiment: str = Field(
+        default="genenv", min_length=1, description="MLflow experiment the runs are logged under (created if absent)."
+    )
+    wandb_project: str | None = Field(
+        default=None,
+        description="If set, each closed epoch's metrics are logged to this Weights & Biases project (needs the "
+        "`wandb` extra): one W&B run per GenEnv run (id = run id), step = epoch. Off by default.",
+    )
+    wandb_mode: Literal["offline", "online"] = Field(
+        default="offline",
+        description="'offline' writes runs under wandb_dir/wandb/ with no network and no account (upload later "
+        "with `wandb sync`); 'online' sends them (needs WANDB_API_KEY).",
+    )
+    wandb_dir: Path | None = Field(
+        default=None, description="Folder W&B writes its wandb/ run folders into (default: paths.home)."
+    )
+
+
 class InferenceSettings(BaseModel):
     """How the processes talk to language models."""
 
@@ -434,6 +462,7 @@ class GenEnvSettings(BaseSettings):
     http: HttpServerSettings = Field(default_factory=HttpServerSettings)
     domains: DomainSettings = Field(default_factory=DomainSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Largest request body an HTTP service accepts (413)."
     )

@@ -19,9 +19,15 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-OVERLAYS = ("cpu-dev", "gpu", "paper-scale")
-GPU_OVERLAYS = ("gpu", "paper-scale")
+OVERLAYS = ("cpu-dev", "gpu", "paper-scale", "one-gpu")
+GPU_OVERLAYS = ("gpu", "paper-scale", "one-gpu")
 GPU_WORKLOADS = frozenset({"vllm-agent", "vllm-simulator", "trainer"})
+# Overlays whose model processes differ from GPU_WORKLOADS: one-gpu serves both roles from vllm-agent.
+OVERLAY_GPU_WORKLOADS: dict[str, frozenset[str]] = {"one-gpu": frozenset({"vllm-agent", "trainer"})}
+# The label a pod of the namespace carries to call the simulator (the live task generator) from its own RL loop,
+# and the one that lets a one-off pod (the data-fetch Job) reach HTTPS.
+SIMULATOR_CLIENT_LABEL = ("genenv.io/simulator-client", "true")
+EGRESS_HTTPS_LABEL = ("genenv.io/egress-https", "true")
 API_DEPLOYMENTS = frozenset({"control-plane", "simulator", "verifier", "curriculum"})
 WORKER_DEPLOYMENTS = frozenset({"orchestrator", "rollout", "trainer"})
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -304,7 +310,9 @@ def _gpu_limit(c: dict[str, Any]) -> Any:
     return (c.get("resources", {}).get("limits") or {}).get(GPU_RESOURCE)
 
 
-def check_gpu(docs: list[dict[str, Any]], gpu_overlay: bool) -> list[str]:
+def check_gpu(
+    docs: list[dict[str, Any]], gpu_overlay: bool, gpu_workloads: frozenset[str] = GPU_WORKLOADS
+) -> list[str]:
     """GPU workloads: a GPU limit, a nodeSelector and a toleration; on CPU overlays no GPU anywhere."""
     errors = []
     deployments = by_kind(docs, "Deployment")
@@ -313,7 +321,7 @@ def check_gpu(docs: list[dict[str, Any]], gpu_overlay: bool) -> list[str]:
             continue
         spec = pod_spec(doc)
         gpus = [_gpu_limit(c) for c in spec["containers"] if _gpu_limit(c) is not None]
-        expected = gpu_overlay and doc["kind"] == "Deployment" and _name(doc) in GPU_WORKLOADS
+        expected = gpu_overlay and doc["kind"] == "Deployment" and _name(doc) in gpu_workloads
         if not gpus:
             if expected:
                 errors.append(f"{_where(doc)}: GPU workload without a {GPU_RESOURCE} limit")
@@ -327,8 +335,26 @@ def check_gpu(docs: list[dict[str, Any]], gpu_overlay: bool) -> list[str]:
         tolerations = spec.get("tolerations") or []
         if not any(t.get("key") == GPU_RESOURCE for t in tolerations):
             errors.append(f"{_where(doc)}: uses {GPU_RESOURCE} but does not tolerate the {GPU_RESOURCE} taint")
-    for name in sorted(GPU_WORKLOADS - set(deployments)):
+    for name in sorted(gpu_workloads - set(deployments)):
         errors.append(f"Deployment/{name}: missing")
+    return errors
+
+
+def check_service_urls(docs: list[dict[str, Any]]) -> list[str]:
+    """Every GENENV_SERVICES__* URL in the ConfigMap names a Service of the overlay and one of its ports."""
+    errors = []
+    services = by_kind(docs, "Service")
+    for cm in by_kind(docs, "ConfigMap").values():
+        for key, value in (cm.get("data") or {}).items():
+            match = re.fullmatch(r"https?://([a-z0-9-]+):(\d+)/?", str(value))
+            if not key.startswith("GENENV_SERVICES__") or match is None:
+                continue
+            host, port = match.group(1), int(match.group(2))
+            svc = services.get(host)
+            if svc is None:
+                errors.append(f"{_where(cm)}: {key}={value} names no Service of this overlay")
+            elif port not in {p.get("port") for p in svc["spec"].get("ports", [])}:
+                errors.append(f"{_where(cm)}: {key}={value}: Service/{host} has no port {port}")
     return errors
 
 
@@ -517,6 +543,13 @@ def _allowed(
 def flow_allowed(docs: list[dict[str, Any]], client: str, server: str, port: str) -> bool:
     """Whether a pod of component ``client`` may open ``port`` (a named container port) on ``server``'s pods."""
     workloads = {pod_labels(d).get("app.kubernetes.io/component"): d for d in docs if d.get("kind") in WORKLOAD_KINDS}
+    src = pod_labels(workloads[client]) if client in workloads else {"app.kubernetes.io/component": client}
+    return flow_allowed_from(docs, src, server, port)
+
+
+def flow_allowed_from(docs: list[dict[str, Any]], src: dict[str, str], server: str, port: str) -> bool:
+    """Whether a pod of this namespace labelled ``src`` may open ``port`` (a named port) on ``server``'s pods."""
+    workloads = {pod_labels(d).get("app.kubernetes.io/component"): d for d in docs if d.get("kind") in WORKLOAD_KINDS}
     policies = list(by_kind(docs, "NetworkPolicy").values())
     target = workloads[server]
     number = next(
@@ -528,11 +561,16 @@ def flow_allowed(docs: list[dict[str, Any]], client: str, server: str, port: str
         ),
         None,
     )
-    src = pod_labels(workloads[client]) if client in workloads else {"app.kubernetes.io/component": client}
     dst = pod_labels(target)
     return _allowed(policies, "Egress", src, dst, port, number) and _allowed(
         policies, "Ingress", dst, src, port, number
     )
+
+
+def egress_allowed(docs: list[dict[str, Any]], src: dict[str, str], number: int) -> bool:
+    """Whether a pod labelled ``src`` may open TCP port ``number`` outside the cluster (e.g. 443 to a hub)."""
+    policies = list(by_kind(docs, "NetworkPolicy").values())
+    return _allowed(policies, "Egress", src, None, "", number)
 
 
 def check_network_policies(docs: list[dict[str, Any]]) -> list[str]:
@@ -557,19 +595,36 @@ def check_network_policies(docs: list[dict[str, Any]]) -> list[str]:
     for client, server, port in FORBIDDEN_FLOWS:
         if server in components and flow_allowed(docs, client, server, port):
             errors.append(f"NetworkPolicy: {client} -> {server}:{port} is allowed but must be denied")
+    # An in-cluster RL loop opts in to the live task generator with a label; the label opens nothing else.
+    key, value = SIMULATOR_CLIENT_LABEL
+    client = {"app.kubernetes.io/component": "my-rl-loop", key: value}
+    if "simulator" in components and not flow_allowed_from(docs, client, "simulator", "http"):
+        errors.append(f"NetworkPolicy: a pod labelled {key}={value} cannot reach simulator:http")
+    for server in sorted(components & {"verifier", "curriculum", "vllm-agent", "vllm-simulator"}):
+        if flow_allowed_from(docs, client, server, "http"):
+            errors.append(f"NetworkPolicy: a pod labelled {key}={value} may reach {server}:http")
+    # HTTPS out of the cluster: the model download and pods that opt in, no long-running GenEnv process.
+    key, value = EGRESS_HTTPS_LABEL
+    if not egress_allowed(docs, {"app.kubernetes.io/component": "data-fetch", key: value}, 443):
+        errors.append(f"NetworkPolicy: a pod labelled {key}={value} cannot reach HTTPS")
+    for name, deployment in sorted(by_kind(docs, "Deployment").items()):
+        if egress_allowed(docs, pod_labels(deployment), 443):
+            errors.append(f"NetworkPolicy: Deployment/{name} may reach HTTPS outside the cluster")
     return errors
 
 
 def check_all(docs: list[dict[str, Any]], overlay: str, known_env: set[str]) -> list[str]:
     """All Kubernetes policy checks for one rendered overlay."""
     gpu = overlay in GPU_OVERLAYS
+    gpu_workloads = OVERLAY_GPU_WORKLOADS.get(overlay, GPU_WORKLOADS)
     return [
         *check_kinds(docs),
         *check_services(docs),
         *check_hpas(docs),
         *check_pdbs(docs),
         *check_references(docs),
-        *check_gpu(docs, gpu),
+        *check_gpu(docs, gpu, gpu_workloads),
+        *check_service_urls(docs),
         *check_containers(docs),
         *check_env_names(manifest_env_names(docs), known_env),
         *check_storage(docs, gpu),

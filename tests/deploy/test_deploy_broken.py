@@ -71,8 +71,12 @@ def missing_configmap(k8s: Path) -> None:
 
 
 def latest_image(k8s: Path) -> None:
-    """An image on :latest."""
-    edit(k8s / "base/verifier.yaml", "image: genenv/app:0.1.0", "image: genenv/app:latest")
+    """An image on :latest (the base's images: list sets the tags the manifests run)."""
+    edit(
+        k8s / "base/kustomization.yaml",
+        "  - name: genenv/app\n    newTag: 0.1.0",
+        "  - name: genenv/app\n    newTag: latest",
+    )
 
 
 def untagged_image(k8s: Path) -> None:
@@ -152,6 +156,24 @@ def postgres_open_to_all(k8s: Path) -> None:
     (k8s / "components/datastores/networkpolicy.yaml").write_text(head + tail[:cut] + "    - " + tail[end + 6 :])
 
 
+def simulator_client_label_dropped(k8s: Path) -> None:
+    """The simulator admits the orchestrator only: an in-cluster RL loop that opted in is refused."""
+    edit(
+        k8s / "base/networkpolicy.yaml",
+        '        - podSelector:\n            matchLabels:\n              genenv.io/simulator-client: "true"\n',
+        "",
+    )
+
+
+def https_for_every_pod(k8s: Path) -> None:
+    """The opt-in HTTPS egress policy loses its label: every pod may reach the internet."""
+    edit(
+        k8s / "base/networkpolicy.yaml",
+        '  podSelector:\n    matchLabels:\n      genenv.io/egress-https: "true"\n',
+        "  podSelector: {}\n",
+    )
+
+
 BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
     "NetworkPolicies dropped": (network_policies_dropped, "NetworkPolicy: no default-deny"),
     "verifier policy missing": (verifier_policy_missing, "orchestrator -> verifier:http is needed but not allowed"),
@@ -172,6 +194,11 @@ BREAKS: dict[str, tuple[Callable[[Path], None], str]] = {
     "unknown kind": (unknown_kind, "unknown kind 'Secrett'"),
     "PDB missing": (pdb_missing, "Deployment/control-plane: API without a PodDisruptionBudget"),
     "adapters RWO": (adapters_read_write_once, "genenv-adapters: must be ReadWriteMany"),
+    "simulator client label dropped": (
+        simulator_client_label_dropped,
+        "a pod labelled genenv.io/simulator-client=true cannot reach simulator:http",
+    ),
+    "HTTPS for every pod": (https_for_every_pod, "Deployment/rollout may reach HTTPS outside the cluster"),
 }
 
 

@@ -174,6 +174,32 @@ def test_compose_is_secure_by_default(compose_bin: Path, repo: Path) -> None:
     assert "genenv:test-postgres-password@postgres" in services["migrate"]["environment"]["GENENV_DATABASE__URL"]
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_compose_publishes_the_control_plane_and_the_simulator_on_loopback(
+    compose_bin: Path, repo: Path, profile: str | None
+) -> None:
+    """The control plane for people, the simulator (live task generator) for a user's own RL loop; nothing else."""
+    services = render(compose_bin, repo, profile)["services"]
+    published = {
+        name: [(p["host_ip"], p["published"], p["target"]) for p in svc.get("ports") or []]
+        for name, svc in services.items()
+        if svc.get("ports")
+    }
+    assert published == {
+        "control-plane": [("127.0.0.1", "8000", 8000)],
+        "simulator": [("127.0.0.1", "8001", 8001)],
+    }
+
+
+def test_simulator_bind_and_port_are_variables(compose_bin: Path, repo: Path, tmp_path: Path) -> None:
+    env = tmp_path / "compose.env"
+    env.write_text(TEST_ENV.read_text() + "SIMULATOR_BIND=10.0.0.5\nSIMULATOR_PORT=9101\n")
+    out = compose(compose_bin, repo, None, "config", "--format", "json", env_file=env)
+    assert out.returncode == 0, out.stderr
+    (port,) = json.loads(out.stdout)["services"]["simulator"]["ports"]
+    assert (port["host_ip"], port["published"], port["target"]) == ("10.0.0.5", "9101", 8001)
+
+
 def test_compose_security_policy_catches_open_ports_and_missing_keys(
     compose_bin: Path, repo: Path, tmp_path: Path
 ) -> None:

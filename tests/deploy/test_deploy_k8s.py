@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -11,18 +12,29 @@ import yaml
 from deploy_policy import (
     API_DEPLOYMENTS,
     DOCUMENTED_SECRETS,
+    EGRESS_HTTPS_LABEL,
     GPU_WORKLOADS,
     OVERLAYS,
+    REPO,
+    SIMULATOR_CLIENT_LABEL,
     WORKER_DEPLOYMENTS,
     by_kind,
     check_all,
+    check_network_policies,
+    check_service_urls,
     containers,
+    egress_allowed,
+    flow_allowed_from,
     kubernetes_validate,
+    pod_labels,
     pod_spec,
+    render_overlay,
 )
 
 DEPLOYMENTS = API_DEPLOYMENTS | WORKER_DEPLOYMENTS | {"vllm-agent", "vllm-simulator", "postgres", "redis"}
 SERVICES = API_DEPLOYMENTS | {"vllm-agent", "vllm-simulator", "postgres", "redis"}
+# one-gpu: one vLLM server (vllm-agent) serves both roles.
+SINGLE_SERVER = {"one-gpu"}
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -43,8 +55,9 @@ def test_overlays_validate_strictly_against_k8s_1_32(rendered: dict[str, list[di
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlay_has_every_process(rendered: dict[str, list[dict[str, Any]]], overlay: str) -> None:
     docs = rendered[overlay]
-    assert set(by_kind(docs, "Deployment")) == DEPLOYMENTS
-    assert set(by_kind(docs, "Service")) == SERVICES
+    dropped = {"vllm-simulator"} if overlay in SINGLE_SERVER else set()
+    assert set(by_kind(docs, "Deployment")) == DEPLOYMENTS - dropped
+    assert set(by_kind(docs, "Service")) == SERVICES - dropped
     assert set(by_kind(docs, "Job")) == {"genenv-migrate", "genenv-model-init"}
     assert set(by_kind(docs, "HorizontalPodAutoscaler")) == {"rollout", "verifier"}
     assert set(by_kind(docs, "PodDisruptionBudget")) == API_DEPLOYMENTS
@@ -120,7 +133,7 @@ def test_out_of_band_secret_is_documented(repo: Path, rendered: dict[str, list[d
 def test_adapter_store_is_shared_by_trainer_and_vllm(rendered: dict[str, list[dict[str, Any]]]) -> None:
     for overlay, docs in rendered.items():
         mounts = {}
-        for name in GPU_WORKLOADS:
+        for name in sorted(GPU_WORKLOADS & set(by_kind(docs, "Deployment"))):
             spec = pod_spec(by_kind(docs, "Deployment")[name])
             claim = {
                 v["name"]
@@ -129,3 +142,115 @@ def test_adapter_store_is_shared_by_trainer_and_vllm(rendered: dict[str, list[di
             }
             mounts[name] = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if m["name"] in claim]
         assert set(map(tuple, mounts.values())) == {("/var/lib/genenv/adapters",)}, (overlay, mounts)
+
+
+def _config(docs: list[dict[str, Any]]) -> dict[str, str]:
+    return dict(next(iter(by_kind(docs, "ConfigMap").values()))["data"])
+
+
+def test_one_gpu_overlay_fits_one_card(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """One vLLM server for both roles and the trainer, the two GPU requests of one time-sliced card."""
+    docs = rendered["one-gpu"]
+    deployments = by_kind(docs, "Deployment")
+    gpus = {
+        name: c["resources"]["limits"]["nvidia.com/gpu"]
+        for name, d in deployments.items()
+        for c in pod_spec(d)["containers"]
+        if "nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {})
+    }
+    assert gpus == {"vllm-agent": 1, "trainer": 1}
+    config = _config(docs)
+    assert (
+        config["GENENV_SERVICES__VLLM_AGENT"] == config["GENENV_SERVICES__VLLM_SIMULATOR"] == ("http://vllm-agent:8000")
+    )
+    assert config["GENENV_INFERENCE__BASE_MODEL"] == "/var/lib/genenv/models/Qwen/Qwen2.5-0.5B-Instruct"
+    args = pod_spec(deployments["vllm-agent"])["containers"][0]["args"]
+    share = float(args[len(args) - 1 - args[::-1].index("--gpu-memory-utilization") + 1])
+    assert share <= 0.5, "vLLM must leave the card's other half to the trainer"
+    assert "vllm-simulator-ingress" not in by_kind(docs, "NetworkPolicy")
+
+
+def test_service_urls_must_name_a_service(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Dropping the second vLLM server without pointing the simulator role elsewhere is caught."""
+    docs = [dict(d) for d in rendered["one-gpu"]]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    cm["data"] = {**cm["data"], "GENENV_SERVICES__VLLM_SIMULATOR": "http://vllm-simulator:8000"}
+    assert check_service_urls(docs) == [
+        f"ConfigMap/{cm['metadata']['name']}: GENENV_SERVICES__VLLM_SIMULATOR=http://vllm-simulator:8000 "
+        "names no Service of this overlay"
+    ]
+
+
+def test_base_images_list_names_every_image(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    base = yaml.safe_load((REPO / "k8s/base/kustomization.yaml").read_text())
+    listed = {entry["name"] for entry in base["images"]}
+    used = {c.spec["image"].rsplit(":", 1)[0] for docs in rendered.values() for c in containers(docs)}
+    assert used <= listed, f"images the base's images: list does not name: {sorted(used - listed)}"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_an_images_override_points_every_container_at_your_registry(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str, tmp_path: Path
+) -> None:
+    """The documented way: your own overlay on top of ours, mapping the base's image names to your registry."""
+    base = yaml.safe_load((REPO / "k8s/base/kustomization.yaml").read_text())
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(REPO / "k8s/overlays" / overlay, mine)],  # kustomize: relative
+                "images": [
+                    {"name": e["name"], "newName": f"registry.example.com/{e['name']}", "newTag": "0.1.0-rc1"}
+                    for e in base["images"]
+                ],
+            }
+        )
+    )
+    images = {c.spec["image"] for c in containers(render_overlay(mine))}
+    assert images and all(i.startswith("registry.example.com/") and i.endswith(":0.1.0-rc1") for i in images), images
+    assert len(images) == len({c.spec["image"] for c in containers(rendered[overlay])})
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_simulator_admits_a_labelled_in_cluster_client_only(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    docs = rendered[overlay]
+    key, value = SIMULATOR_CLIENT_LABEL
+    assert (key, value) == ("genenv.io/simulator-client", "true")  # documented in docs/live-task-generator.md
+    mine = {"app": "my-rl-loop", key: value}
+    assert flow_allowed_from(docs, mine, "simulator", "http")
+    assert not flow_allowed_from(docs, {"app": "my-rl-loop"}, "simulator", "http")
+    assert not flow_allowed_from(docs, {"app": "my-rl-loop", key: "false"}, "simulator", "http")
+    for server in ("verifier", "curriculum", "vllm-agent", "postgres"):
+        port = "postgres" if server == "postgres" else "http"
+        assert not flow_allowed_from(docs, mine, server, port), server
+    assert check_network_policies(docs) == []
+
+
+def test_data_fetch_job_reaches_https_and_fills_the_benchmarks_pvc(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    job_docs = render_overlay(REPO / "k8s/jobs/data-fetch")
+    result = kubernetes_validate(yaml.safe_dump_all(job_docs))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job,) = job_docs
+    assert job["kind"] == "Job" and job["metadata"]["namespace"] == "genenv"
+    assert pod_labels(job)[EGRESS_HTTPS_LABEL[0]] == EGRESS_HTTPS_LABEL[1]
+    container = pod_spec(job)["containers"][0]
+    assert container["command"][:3] == ["genenv", "data", "fetch"]
+    dest = container["command"][container["command"].index("--dest") + 1]
+    (mount,) = container["volumeMounts"]
+    assert mount["mountPath"] == dest and not mount.get("readOnly")
+    (volume,) = pod_spec(job)["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == "genenv-benchmarks"
+    for overlay, docs in rendered.items():
+        assert "genenv-benchmarks" in by_kind(docs, "PersistentVolumeClaim"), overlay
+        config = _config(docs)
+        assert config["GENENV_PATHS__BENCHMARKS"] == dest, overlay
+        assert egress_allowed(docs, pod_labels(job), 443), overlay
+        assert not egress_allowed(docs, {k: v for k, v in pod_labels(job).items() if k != EGRESS_HTTPS_LABEL[0]}, 443)
+        assert not egress_allowed(docs, pod_labels(by_kind(docs, "Deployment")["rollout"]), 443), overlay

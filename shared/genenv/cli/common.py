@@ -17,7 +17,6 @@ from rich.console import Console
 from genenv.cli.render import stdout_console
 from genenv.clients.base import ApiError
 from genenv.clients.control_plane import ControlPlaneClient
-from genenv.catalogue import domain_store  # re-exported: the command groups import it from here
 from genenv.settings import GenEnvSettings, get_settings
 
 R = TypeVar("R")

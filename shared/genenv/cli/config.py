@@ -10,7 +10,8 @@ import typer
 import yaml
 from pydantic import BaseModel
 
-from genenv.cli.common import domain_store, err
+from genenv.catalogue import domain_store
+from genenv.cli.common import err
 from genenv.cli.documents import ConfigFileError, read_document, validate_document
 from genenv.contracts.experiments import ExperimentCreate
 from genenv.contracts.runs import RunConfig

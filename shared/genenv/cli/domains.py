@@ -15,7 +15,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from genenv.cli.common import JsonOption, UrlOption, control_plane_url, domain_store, err, out, run_client
+from genenv.catalogue import domain_store
+from genenv.cli.common import JsonOption, UrlOption, control_plane_url, err, out, run_client
 from genenv.contracts.domains import DOMAIN_NAME_PATTERN
 from genenv.settings import GenEnvSettings, get_settings
 

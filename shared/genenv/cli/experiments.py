@@ -20,12 +20,12 @@ from rich import box
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from genenv.catalogue import domain_store
 from genenv.cli.common import (
     URL_ENV,
     HomeOption,
     JsonOption,
     UrlOption,
-    domain_store,
     err,
     out,
     read_target,

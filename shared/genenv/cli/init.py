@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from genenv.cli.common import domain_store, err
+from genenv.catalogue import domain_store
+from genenv.cli.common import err
 from genenv.contracts.runs import RunConfig, RunMode
 from genenv.settings import get_settings
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from genenv.cli.common import domain_store, embedded_settings, err
+from genenv.catalogue import domain_store
+from genenv.cli.common import embedded_settings, err
 from genenv.cli.render import stdout_console
 from genenv.contracts.runs import RunConfig, RunMode
 from genenv.settings import GenEnvSettings, get_settings

@@ -125,7 +125,8 @@ def test_runs_watch_says_what_a_run_waits_on(runner: CliRunner, tmp_path: Path) 
                "phase": "generate"}
     engine = create_engine(f"sqlite:///{tmp_path / 'cli.db'}")
     with engine.begin() as conn:
-        conn.execute(update(RunRow).where(RunRow.id == run["id"]).values(waiting_on=waiting, status="paused"))  # at rest: watch draws once and ends
+        # At rest (paused): watch draws once and ends.
+        conn.execute(update(RunRow).where(RunRow.id == run["id"]).values(waiting_on=waiting, status="paused"))
     engine.dispose()
     watched = runner.invoke(app, ["runs", "watch", run["id"], "--interval", "0.2"])
     assert watched.exit_code == 0, watched.output
