@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from genenv.cli.experiments import load_experiment
 from genenv.cli.main import app
-from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts.runs import GrpoBudget, RunConfig, RunMode, SeedSampling
 from genenv.domains import domain_names
 from genenv.domains.evaluators import benchmark_names
+from genenv.experiments.budget import check_equal_attempts, filter_arm
 
 # Experiment files hold a run config as their `template`; every other example is a run config.
 EXPERIMENTS = sorted(EXAMPLES.glob("experiment-*.yaml"))
@@ -26,6 +27,13 @@ BASELINES = {
     RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
     RunMode.STATIC_AUGMENTATION: EXAMPLES / "baseline-static-augmentation.yaml",
     RunMode.AGENT_ONLY: EXAMPLES / "baseline-agent-only.yaml",
+}
+# The learning experiment of issue 35 (docs/experiments/preregistration-learning.md): arm → file.
+LEARNING = {
+    "main": "experiment-cpu-learning.yaml",
+    "filter": "experiment-cpu-learning-filter.yaml",
+    "progress": "experiment-cpu-learning-progress.yaml",
+    "calibration": "experiment-cpu-learning-calibration.yaml",
 }
 # Table 2 of the paper (and its released config where marked in METHOD.md), as RunConfig paths.
 PAPER = {
@@ -162,6 +170,7 @@ def test_the_experiment_presets_exist() -> None:
     assert {p.name for p in EXPERIMENTS} == {
         "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml",
         "experiment-cpu-bfcl-qwen.yaml", "experiment-gpu-bfcl-qwen.yaml", "experiment-cpu-mechanism-loop.yaml",
+        *LEARNING.values(),
     }
 
 
@@ -174,7 +183,8 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
     else:  # a frozen agent never changes: nothing to evaluate
         assert body.template.eval_every == 0
     assert body.template.curriculum.alpha == 0.5
-    assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
+    if path.name not in LEARNING.values():  # the learning experiment's arms are one file each (below)
+        assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
     assert body.replicates >= 2  # intervals need replicates
     env = {
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
@@ -227,3 +237,35 @@ def test_qwen_presets_run_function_calling_with_bfcl_ast_held_out() -> None:
     assert cpu.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
     assert cpu.replicates == 2 and not cpu.concurrent
     assert set(gpu.modes) == set(RunMode) and gpu.replicates == 3 and gpu.concurrent
+
+
+def test_learning_arms_share_everything_but_their_curriculum_at_equal_agent_attempts() -> None:
+    main, filt, progress, calibration = (load_experiment(EXAMPLES / LEARNING[k])
+                                         for k in ("main", "filter", "progress", "calibration"))
+    assert main.modes == [RunMode.GENENV, RunMode.STATIC_AUGMENTATION]
+    assert filt.modes == progress.modes == [RunMode.RANDOM_SIMULATOR]
+    assert main.seeds() == filt.seeds() == progress.seeds()  # paired by replicate seed across the files
+    t = main.template
+    arms = {
+        "genenv": t,
+        "static_augmentation": t.model_copy(update={"mode": RunMode.STATIC_AUGMENTATION}),
+        "filter": filt.template,
+        "learning_progress": progress.template,
+    }
+    assert check_equal_attempts(arms) == 40 * 4 * 8
+    # The filter arm is filter_arm of genenv's template with 8 variations, nothing else changed (the template's
+    # own mode is not used: the member's mode is the file's).
+    assert filt.template == filter_arm(t, 8).model_copy(update={"name": filt.template.name,
+                                                                "mode": filt.template.mode})
+    assert filt.template.agent.budget is GrpoBudget.INFORMATIVE and t.agent.budget is GrpoBudget.TASKS
+    assert progress.template.seed_sampling is SeedSampling.LEARNING_PROGRESS
+    assert progress.template == t.model_copy(update={
+        "name": progress.template.name, "seed_sampling": SeedSampling.LEARNING_PROGRESS,
+        "learning_progress": progress.template.learning_progress})
+    # The calibration runs the same template under static_augmentation, on its own fresh seeds, at the grid's
+    # first dose.
+    assert calibration.modes == [RunMode.STATIC_AUGMENTATION] and calibration.replicates == 3
+    assert not set(calibration.seeds()) & set(main.seeds())
+    agent = t.agent.model_copy(update={"learning_rate": 5e-5, "max_steps_per_epoch": 1})
+    assert calibration.template == t.model_copy(update={"name": calibration.template.name, "agent": agent})
+    assert t.eval_splits == {"arithmetic": "heldout"} and t.eval_limit is None and t.agent.train

@@ -51,6 +51,7 @@ class SeedSampling(enum.StrEnum):
 
     UNIFORM = "uniform"
     STRATIFIED = "stratified"
+    LEARNING_PROGRESS = "learning_progress"
 
 
 class GrpoBudget(enum.StrEnum):
@@ -118,6 +119,35 @@ class CurriculumConfig(WriteModel):
         description="Show the simulator the agent's recent success counts and a difficulty hint (EASIER / similar "
         "/ HARDER) in its prompt from epoch 1 on. false: every prompt asks for a similar difficulty, so only "
         "training can steer the simulator (a design control: a small simulator may follow the hint the wrong way).",
+    )
+
+
+class LearningProgressConfig(WriteModel):
+    """Seed sampling by learning progress (``seed_sampling: learning_progress``; genenv.curriculum.learning_progress:
+    the formula of Syllabus' LearningProgress curriculum, Kanitscheider et al. 2021)."""
+
+    ema_rate: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Rate a of the fast EMA of a seed's p̂ (fast ← a·p̂ + (1-a)·fast) and of the slow EMA, which "
+        "follows the fast one at the same rate (as Syllabus). One observation is one epoch's seed batch (n × G "
+        "attempts), not one episode, so the default is higher than Syllabus' per-episode 0.1.",
+    )
+    reweight_theta: float = Field(
+        default=0.1,
+        gt=0.0,
+        lt=0.5,
+        description="θ of the reweighting p(1-θ)/(p + θ(1-2p)) applied to both EMAs before |fast - slow| "
+        "(Kanitscheider et al.: it stretches differences near p = 0 and 1).",
+    )
+    floor: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=1.0,
+        description="Share of the sampling mass spread uniformly over the whole training split, so every seed stays "
+        "reachable; the rest goes by learning progress over the seeds drawn before (about floor × seeds_per_epoch "
+        "new seeds an epoch).",
     )
 
 
@@ -243,7 +273,13 @@ class RunConfig(WriteModel):
         strict=False,
         description="uniform: seeds drawn uniformly from the de-duplicated training split. stratified: equally "
         "many from each of the domain's difficulty groups (its group_field: arithmetic level, BFCL category, ...), "
-        "so that a split whose groups differ in size does not decide the difficulty mix.",
+        "so that a split whose groups differ in size does not decide the difficulty mix. learning_progress: "
+        "drawn with priority from the change of their p̂ over the run's earlier epochs (see learning_progress); "
+        "not with static_augmentation, which writes every epoch's tasks before any p̂ exists.",
+    )
+    learning_progress: LearningProgressConfig = Field(
+        default_factory=LearningProgressConfig,
+        description="Settings of seed_sampling: learning_progress (read only with it).",
     )
     rollouts_per_task: int = Field(default=8, ge=2, le=64, description="G: agent attempts per task (GRPO group).")
     rollout_temperature: float = Field(
@@ -312,6 +348,9 @@ class RunConfig(WriteModel):
         if self.mode is RunMode.AGENT_ONLY and not self.agent.train:
             raise ValueError("agent_only with agent.train = false trains nothing; set agent.train = true or choose "
                              "a mode with a simulator")
+        if self.seed_sampling is SeedSampling.LEARNING_PROGRESS and self.mode is RunMode.STATIC_AUGMENTATION:
+            raise ValueError("seed_sampling learning_progress needs p̂ of earlier epochs, and static_augmentation "
+                             "draws every epoch's seeds at epoch 0; choose uniform or stratified")
         if self.eval_every and not self.eval_benchmarks:
             raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
         for name, split in self.eval_splits.items():
