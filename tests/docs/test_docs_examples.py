@@ -26,6 +26,7 @@ BASELINES = {
     RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
     RunMode.STATIC_AUGMENTATION: EXAMPLES / "baseline-static-augmentation.yaml",
     RunMode.AGENT_ONLY: EXAMPLES / "baseline-agent-only.yaml",
+    RunMode.GENERIC_RWR: EXAMPLES / "baseline-generic-rwr.yaml",
 }
 # Table 2 of the paper (and its released config where marked in METHOD.md), as RunConfig paths.
 PAPER = {

@@ -81,9 +81,8 @@ def quickstart(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds per epoch.")] = 6,
     variations: Annotated[int, typer.Option(min=1, help="Tasks the simulator writes per seed (n).")] = 4,
     rollouts: Annotated[int, typer.Option(min=2, help="Agent attempts per task (G).")] = 6,
-    mode: Annotated[str, typer.Option(help="genenv | random_simulator | static_augmentation | agent_only")] = (
-        "genenv"
-    ),
+    mode: Annotated[str, typer.Option(
+        help="genenv | random_simulator | static_augmentation | agent_only | generic_rwr")] = "genenv",
     keep: Annotated[bool, typer.Option(help="Keep an existing quickstart database instead of starting fresh.")] = (
         False
     ),

@@ -41,9 +41,9 @@ class ExperimentCreate(WriteModel):
     modes: list[Annotated[RunMode, Field(strict=False)]] = Field(
         default_factory=lambda: [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION],
         min_length=1,
-        max_length=4,
-        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only), each once "
-        "per replicate.",
+        max_length=5,
+        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only | "
+        "generic_rwr), each once per replicate.",
     )
     replicates: int = Field(default=3, ge=1, le=20, description="Replicates per mode (one random seed each).")
     random_seeds: list[int] | None = Field(

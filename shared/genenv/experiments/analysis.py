@@ -30,7 +30,10 @@ from genenv.experiments.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_SEED,
     METHOD,
+    REFUTED,
+    SUPPORTED,
     Interval,
+    classify,
     mean_ci,
     ols_slope,
     paired_diff_ci,
@@ -40,6 +43,7 @@ from genenv.experiments.stats import (
 GENENV: Final = RunMode.GENENV.value
 RANDOM: Final = RunMode.RANDOM_SIMULATOR.value
 STATIC: Final = RunMode.STATIC_AUGMENTATION.value
+GENERIC: Final = RunMode.GENERIC_RWR.value
 
 # Per-member summaries the effects table compares: (key, label, True when higher is better).
 EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
@@ -47,7 +51,7 @@ EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("mean_abs_gap", "mean |p̂ − α|", False),
     ("final_heldout_accuracy", "final held-out accuracy", True),
 )
-BASELINES: Final = (RANDOM, STATIC)
+BASELINES: Final = (RANDOM, GENERIC, STATIC)
 _EPS: Final = 1e-9  # band edges are inclusive; floats such as 0.6 − 0.5 must not fall out of the band
 NOT_MEASURED: Final = "not measured"
 
@@ -125,9 +129,9 @@ class DataEfficiency:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A hypothesis and what the data say: ``status`` is supported, refuted at this scale, inconclusive (the
-    rules are _tested's), descriptive (a comparison this design cannot test) or not measured; ``holds`` is
-    True/False for supported/refuted and None otherwise."""
+    """A hypothesis and what the data say: ``status`` is supported, detected, below the smallest effect of interest,
+    refuted at this scale, inconclusive (the rules are _tested's), descriptive (a comparison this design cannot
+    test) or not measured; ``holds`` is True/False for supported/refuted and None otherwise."""
 
     hypothesis: str
     statement: str
@@ -292,29 +296,30 @@ the frontier-signed p̂ in units of p̂, the in-band share as a share of seed ba
 
 def _tested(hypothesis: str, statement: str, c: PairedComparison | None, key: str, higher: bool, what: str,
             context: str, dosed: bool) -> Verdict:
-    """The pre-registered rule. supported: the interval lies on the predicted side of 0 and every replicate's
-    estimate has the predicted sign; refuted at this scale: the interval excludes an effect as large as the
-    smallest effect of interest in the predicted direction; inconclusive otherwise — and always without a dose
-    (a simulator never trained before it wrote tasks makes this an A/A comparison)."""
-    iv: Interval | None = None if c is None else getattr(c, key)
-    if c is None or iv is None:
+    """The pre-registered rule (stats.classify) on the primary interval, the one over training runs: the t interval
+    of the per-replicate estimates (paired by replicate seed). supported: it lies on the predicted side of 0, every
+    replicate agrees and the estimate reaches the smallest effect of interest; detected, below the smallest effect
+    of interest: the same with a smaller estimate; refuted at this scale: it excludes an effect as large as the
+    smallest effect of interest in the predicted direction; inconclusive otherwise — and always without a dose (a
+    simulator never trained before it wrote tasks makes this an A/A comparison) or with fewer than two replicates.
+    The seed-batch interval is reported beside it as secondary (it is conditional on the simulators trained)."""
+    secondary: Interval | None = None if c is None else getattr(c, key)
+    if c is None or secondary is None:
         return Verdict(hypothesis, statement, None, f"{NOT_MEASURED}: {what}", "not measured")
-    text = f"{iv_text(iv)}{context}"
+    primary = c.replicate_level.get(key)
+    batches = f"seed batches (secondary) {iv_text(secondary)}{context}"
     if not dosed:
         return Verdict(hypothesis, statement, None, f"no trained simulator wrote tasks, so this compares a process "
-                       f"with itself: {text}", "inconclusive")
+                       f"with itself: {batches}", "inconclusive")
+    if primary is None:
+        return Verdict(hypothesis, statement, None, f"fewer than two replicates: one training run cannot carry a "
+                       f"claim about training runs; {batches}", "inconclusive")
     sign = 1.0 if higher else -1.0
-    lo, hi = (iv.low, iv.high) if higher else (-iv.high, -iv.low)  # the effect in the predicted direction
-    reps = [getattr(r, key) * sign for r in c.per_replicate]  # ReplicateEffect names its fields like the comparison
-    if lo > 0 and all(r > 0 for r in reps):
-        return Verdict(hypothesis, statement, True, text, "supported")
-    smallest = SMALLEST_EFFECT[hypothesis]
-    if hi < smallest:
-        return Verdict(hypothesis, statement, False,
-                       f"{text}: an effect of {smallest} in the predicted direction lies outside the interval",
-                       "refuted at this scale")
-    why = "the interval contains 0" if lo <= 0 else "a replicate goes the other way"
-    return Verdict(hypothesis, statement, None, f"{text}: {why}", "inconclusive")
+    reps = [v for r in c.per_replicate if (v := getattr(r, key)) is not None]
+    decision, why = classify(primary, sign, SMALLEST_EFFECT[hypothesis], reps)
+    text = f"over {primary.n} replicates {iv_text(primary)}; {batches}"
+    holds = True if decision == SUPPORTED else False if decision == REFUTED else None
+    return Verdict(hypothesis, statement, holds, text if decision == SUPPORTED else f"{text}: {why}", decision)
 
 
 def _per_rep(c: PairedComparison, key: str) -> str:

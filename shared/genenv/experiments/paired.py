@@ -14,12 +14,20 @@ replicates is not in the interval (with 2–3 replicates no interval could carry
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Final
 
 from genenv.contracts.experiments import ExperimentSeries, MemberSeries, SeedBatch
 from genenv.contracts.runs import RunMode
 from genenv.curriculum.reward import in_band
-from genenv.experiments.stats import DEFAULT_CONFIDENCE, Interval, mcnemar_p, mean_ci, paired_diff_ci
+from genenv.experiments.stats import (
+    DEFAULT_CONFIDENCE,
+    Interval,
+    mcnemar_p,
+    mean_ci,
+    paired_diff_ci,
+    replicate_ci,
+)
 
 GENENV = RunMode.GENENV.value
 
@@ -44,6 +52,10 @@ class ReplicateEffect:
     in_band_diff: float
     abs_gap_diff: float
     toward_frontier: float
+    below_alpha: float | None = None
+    """Mean p̂_genenv − p̂_baseline over this replicate's pairs below α (None without one)."""
+    above_alpha: float | None = None
+    """The same over its pairs above α."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,14 @@ class PairedComparison:
     difficulty_below: dict[str, Interval]
     difficulty_above: dict[str, Interval]
     per_replicate: list[ReplicateEffect]
+    replicate_level: dict[str, Interval | None] = field(default_factory=dict)
+    """The primary intervals, at the unit that was randomised: per measure (in_band_diff, abs_gap_diff,
+    toward_frontier, below_alpha, above_alpha), the t interval over the per-replicate estimates (paired by replicate
+    seed; stats.replicate_ci), None with fewer than two replicates that have the measure. The seed-batch intervals
+    above are secondary: they are conditional on the simulators these replicates trained."""
+
+
+REPLICATE_MEASURES: Final = ("in_band_diff", "abs_gap_diff", "toward_frontier", "below_alpha", "above_alpha")
 
 
 @dataclass(frozen=True)
@@ -171,12 +191,20 @@ def compare(
     per_rep = []
     for r in reps:
         mine = [i for i, p in enumerate(pairs) if p.replicate == r]
+        below_r = [_p(p.a) - _p(p.b) for p in below if p.replicate == r]
+        above_r = [_p(p.a) - _p(p.b) for p in above if p.replicate == r]
         per_rep.append(ReplicateEffect(
             replicate=r, pairs=len(mine),
             in_band_diff=sum(a_in[i] - b_in[i] for i in mine) / len(mine),
             abs_gap_diff=sum(gaps_a[i] - gaps_b[i] for i in mine) / len(mine),
             toward_frontier=sum(signed[i] for i in mine) / len(mine),
+            below_alpha=sum(below_r) / len(below_r) if below_r else None,
+            above_alpha=sum(above_r) / len(above_r) if above_r else None,
         ))
+    level: dict[str, Interval | None] = {}
+    for key in REPLICATE_MEASURES:
+        values = [v for r in per_rep if (v := getattr(r, key)) is not None]
+        level[key] = replicate_ci(values, confidence)
     return PairedComparison(
         baseline=baseline, epochs=epochs, pairs=len(pairs),
         in_band_genenv=sum(a_in) / len(a_in) if a_in else None,
@@ -189,6 +217,7 @@ def compare(
         difficulty_below=_difficulty(below, confidence),
         difficulty_above=_difficulty(above, confidence),
         per_replicate=per_rep,
+        replicate_level=level,
     )
 
 

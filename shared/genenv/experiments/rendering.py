@@ -16,7 +16,7 @@ from genenv.experiments.analysis import (
     ExperimentResult,
     band_text,
 )
-from genenv.experiments.paired import PairedComparison, dose_line
+from genenv.experiments.paired import REPLICATE_MEASURES, PairedComparison, dose_line
 from genenv.experiments.series import EPOCH_METRICS
 from genenv.experiments.stats import Interval
 
@@ -97,6 +97,15 @@ def _paired_section(result: ExperimentResult) -> list[str]:
     lines = ["", "## Paired seed batches (genenv − baseline on the same replicate, epoch and seed)", ""]
     if not result.paired and not result.aa_checks:
         return [*lines, f"{NOT_MEASURED}: needs genenv and a baseline with scored seed batches."]
+    primary = [[c.baseline, str(len(c.per_replicate)),
+                *(_fmt_iv(c.replicate_level.get(k), signed=True) for k in REPLICATE_MEASURES)] for c in result.paired]
+    if primary:
+        lines += ["Over training runs (the primary intervals: each replicate is one trained simulator, so the "
+                  "interval is a t interval over the per-replicate estimates, paired by replicate seed; "
+                  "– with fewer than two replicates):", ""]
+        lines += _table(["baseline", "replicates", "in-band difference", "Δ|p̂ − α|", "toward the frontier",
+                         "Δp̂ below α", "Δp̂ above α"], primary)
+        lines += ["", "Over seed batches (secondary: conditional on the simulators these replicates trained):", ""]
     lines += _table(header, _paired_rows([*result.aa_checks, *result.paired]))
     lines += ["", "Epochs '0' is the A/A check: no simulator has been trained yet, so its differences are noise by "
               "construction and an interval there that excludes 0 is a false alarm of the method.", ""]
@@ -238,9 +247,10 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         f"- intervals: {conf} Student-t intervals. Per-mode cells: over replicates (n = replicates); effects: "
         "paired — per-member measures by replicate (replicate r of every mode draws the same seeds), seed batches "
         "by (replicate, epoch, seed), with the paired permutation test's p (McNemar's exact test for in-band "
-        "share). Epoch 0 is an A/A check (no simulator trained yet) and is left out of every effect. A zero-width "
-        "interval (one replicate, or no spread) states no uncertainty. Cells show mean [low, high]; (n = k) marks "
-        "cells with fewer replicates than the mode has.",
+        "share). The verdicts use the interval over training runs (per-replicate estimates), the seed-batch "
+        "intervals are secondary. Epoch 0 is an A/A check (no simulator trained yet) and is left out of every "
+        "effect. A zero-width interval (one replicate, or no spread) states no uncertainty. Cells show mean "
+        "[low, high]; (n = k) marks cells with fewer replicates than the mode has.",
     ]
     if series.difficulty_measures:
         lines.append(

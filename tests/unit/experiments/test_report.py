@@ -247,6 +247,43 @@ def test_pulling_away_from_alpha_refutes_and_no_difference_is_inconclusive() -> 
     assert _status(weak, "H1") != "supported"
 
 
+def _three(pull: list[float]) -> ExperimentSeries:
+    """genenv and random_simulator with three replicates each, genenv pulled ``pull[r]`` of the way to α."""
+    extra = _rows([0.2, 0.21, 0.22], [0.1, 0.1, 0.1], [0.40, 0.41, 0.42])
+    return _series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: [*_random(), extra]}, pull=pull)
+
+
+def test_the_primary_interval_is_over_training_runs_not_seed_batches() -> None:
+    # Two replicates pulled 0.5 and 0.05 of the way to α: every seed-batch interval lies far below 0 and both
+    # replicates agree in sign, but two training runs this far apart do not carry the claim.
+    result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=[0.5, 0.05]),
+                     FAST)
+    (c,) = result.paired
+    assert c.abs_gap_diff is not None and c.abs_gap_diff.high < 0  # the secondary, seed-batch interval
+    primary = c.replicate_level["abs_gap_diff"]
+    assert primary is not None and primary.n == 2 and primary.low < 0 < primary.high
+    assert primary.estimate == pytest.approx(sum(r.abs_gap_diff for r in c.per_replicate) / 2)
+    assert _status(result, "H1") == "inconclusive", _reason(result, "H1")
+    assert "over 2 replicates" in _reason(result, "H1") and "seed batches (secondary)" in _reason(result, "H1")
+
+
+def test_a_small_but_consistent_effect_is_detected_below_the_smallest_effect_of_interest() -> None:
+    # Pulled 4–5 % of the way to α: |p̂ − α| shrinks by ≈ 0.011–0.014 in every replicate; the interval over the
+    # three runs excludes 0, the estimate is below H1's smallest effect of interest (0.02).
+    result = analyse(_three([0.04, 0.05, 0.045]), FAST)
+    primary = result.paired[0].replicate_level["abs_gap_diff"]
+    assert primary is not None and primary.high < 0 and -0.02 < primary.estimate
+    assert _status(result, "H1") == "detected, below the smallest effect of interest", _reason(result, "H1")
+    assert _verdict(result, "H1") is None
+    assert _status(analyse(_three([0.5, 0.45, 0.55]), FAST), "H1") == "supported"
+
+
+def test_one_replicate_cannot_carry_a_claim() -> None:
+    one = _series({RunMode.GENENV: _genenv()[:1], RunMode.RANDOM_SIMULATOR: _random()[:1]})
+    result = analyse(one, FAST)
+    assert _status(result, "H2") == "inconclusive" and "one training run" in _reason(result, "H2")
+
+
 def test_without_a_dose_the_comparison_is_inconclusive_whatever_it_shows() -> None:
     result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, dosed=False), FAST)
     for h in ("H1", "H2", "H4"):
