@@ -13,7 +13,7 @@ replicates is not in the interval (with 2–3 replicates no interval could carry
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -114,6 +114,8 @@ class Dose:
     """Tasks written by a trained simulator adapter."""
     total_tasks: int
     early_stops: int
+    mode: str = GENENV
+    """genenv, or generic_rwr (the control trained at the same dose)."""
 
 
 def _valid(batch: SeedBatch) -> bool:
@@ -255,22 +257,83 @@ def member_dose(member: MemberSeries) -> Dose:
         used_steps=sum(j.steps for j in used), used_examples=sum(j.examples_seen for j in used),
         pool_sizes=[j.pool_size or 0 for j in used], kl_to_base=newest.kl_to_base if newest else None,
         trained_tasks=sum(j.tasks_written for j in trained), total_tasks=total,
-        early_stops=sum(j.early_stopped for j in sim),
+        early_stops=sum(j.early_stopped for j in sim), mode=member.mode.value,
     )
 
 
 def doses(series: ExperimentSeries) -> list[Dose]:
-    """The dose of every genenv member, by replicate."""
-    return [member_dose(m) for m in sorted(series.members, key=lambda m: m.replicate) if m.mode.value == GENENV]
+    """The dose of every member whose simulator trains (genenv, then generic_rwr), by replicate."""
+    order = {GENENV: 0, RunMode.GENERIC_RWR.value: 1}
+    return [member_dose(m) for m in sorted(series.members, key=lambda m: (order.get(m.mode.value, 2), m.replicate))
+            if m.mode.value in order]
+
+
+def _who(d: Dose) -> str:
+    return "" if d.mode == GENENV else f"{d.mode} "
 
 
 def dose_line(d: Dose) -> str:
-    """One sentence per genenv member for the report."""
+    """One sentence per genenv (or generic_rwr) member for the report."""
     if not d.used_updates:
-        return (f"replicate {d.replicate} (`{d.run_id}`): no trained simulator wrote tasks — {d.updates} update(s) "
-                f"took steps, none was used before the run ended; genenv was the random simulator here")
+        return (f"{_who(d)}replicate {d.replicate} (`{d.run_id}`): no trained simulator wrote tasks — {d.updates} "
+                f"update(s) took steps, none was used before the run ended; {d.mode} was the random simulator here")
     kl = "–" if d.kl_to_base is None else f"{d.kl_to_base:.3g}"
-    return (f"replicate {d.replicate} (`{d.run_id}`): {d.used_steps} RWR step(s) on {d.used_examples} examples in "
+    return (f"{_who(d)}replicate {d.replicate} (`{d.run_id}`): {d.used_steps} RWR step(s) on {d.used_examples} "
+            f"examples in "
             f"{d.used_updates} update(s) whose adapters wrote tasks (pools {', '.join(map(str, d.pool_sizes))}); "
             f"{d.trained_tasks} of {d.total_tasks} tasks written by a trained simulator; KL to the base simulator "
             f"{kl}; {d.updates - d.used_updates} update(s) never used; {d.early_stops} stopped by the KL cap")
+
+
+# ------------------------------------------------------------------------------------------- repeats, both sides
+
+
+def fresh_series(series: ExperimentSeries) -> ExperimentSeries:
+    """The series on non-repeated tasks: every seed batch's k, n and p̂ over its valid tasks that do not repeat a
+    valid task of an earlier epoch of the run (p̂ None when none of them was attempted, so the pair is left out)."""
+    members = [
+        m.model_copy(update={"seed_batches": [
+            b.model_copy(update={"k": b.fresh_k, "n": b.fresh_n,
+                                 "p_hat": b.fresh_k / b.fresh_n if b.fresh_n else None,
+                                 "valid_tasks": b.valid_tasks - b.repeated_tasks, "repeated_tasks": 0})
+            for b in m.seed_batches]})
+        for m in series.members
+    ]
+    return series.model_copy(update={"members": members})
+
+
+@dataclass(frozen=True)
+class SideEffect:
+    """genenv − baseline p̂ on the seed batches of the difficulty groups pre-registered on one side of α."""
+
+    baseline: str
+    side: str
+    """'above' (predicted < 0: harder tasks) or 'below' (predicted > 0: easier tasks)."""
+    tasks: str
+    """'non-repeated' (the primary) or 'all'."""
+    pairs: int
+    per_replicate: dict[int, float]
+    replicate_level: Interval | None
+    """The primary interval: t over the per-replicate estimates (stats.replicate_ci)."""
+    seed_batches: Interval | None
+    """Secondary: paired over the seed batches."""
+
+
+def side_effects(
+    pairs: Sequence[BatchPair], baseline: str, sides: Mapping[str, str], tasks: str,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[SideEffect]:
+    """Per side of α (by each pair's seed group's pre-registered side, never by its outcome), the p̂ difference."""
+    out: list[SideEffect] = []
+    for side in ("above", "below"):
+        mine = [p for p in pairs if p.a.group is not None and sides.get(p.a.group) == side]
+        per_rep: dict[int, float] = {}
+        for r in sorted({p.replicate for p in mine}):
+            d = [_p(p.a) - _p(p.b) for p in mine if p.replicate == r]
+            per_rep[r] = sum(d) / len(d)
+        out.append(SideEffect(
+            baseline=baseline, side=side, tasks=tasks, pairs=len(mine), per_replicate=per_rep,
+            replicate_level=replicate_ci(list(per_rep.values()), confidence),
+            seed_batches=_diff([_p(p.a) for p in mine], [_p(p.b) for p in mine], confidence),
+        ))
+    return out

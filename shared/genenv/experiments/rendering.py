@@ -119,10 +119,38 @@ def _paired_section(result: ExperimentResult) -> list[str]:
     return lines
 
 
+def _repeats_section(result: ExperimentResult) -> list[str]:
+    """Repeat shares and in-band yield per mode; the paired effects on non-repeated tasks; the two-sided endpoints."""
+    lines = ["", "## Repeats, yield and non-repeated tasks", "",
+             "Repeat share: valid tasks of epochs ≥ 1 that repeat, word for word (the domain's canonical form, "
+             "whitespace normalised), a valid task of an earlier epoch of the same run. In-band yield: valid tasks of "
+             "in-band seed batches per 1,000 valid agent attempts (epochs ≥ 1). Mean [t interval] over replicates.",
+             ""]
+    lines += _table(["mode", "repeat share", "in-band tasks per 1,000 attempts"],
+                    [[mode, _fmt_iv(m.get("repeat_share")), _fmt_iv(m.get("in_band_per_1000_attempts"), 1)]
+                     for mode, m in result.mode_measures.items()])
+    fresh = [[c.baseline, str(c.pairs), *(_fmt_iv(c.replicate_level.get(k), signed=True)
+                                          for k in REPLICATE_MEASURES)] for c in result.paired_fresh]
+    if fresh:
+        lines += ["", "On non-repeated tasks only (each seed batch's p̂ over its valid tasks that repeat nothing; "
+                  "intervals over training runs):", ""]
+        lines += _table(["baseline", "pairs", "in-band difference", "Δ|p̂ − α|", "toward the frontier",
+                         "Δp̂ below α", "Δp̂ above α"], fresh)
+    if result.sides:
+        lines += ["", "Both sides of α, by the pre-registered side of each difficulty group (genenv − baseline p̂; "
+                  "above: predicted < 0, below: predicted > 0):", ""]
+        lines += _table(["baseline", "side", "tasks", "pairs", "over replicates (primary)", "over seed batches",
+                         "per replicate"],
+                        [[s.baseline, s.side, s.tasks, str(s.pairs), _fmt_iv(s.replicate_level, signed=True),
+                          _fmt_iv(s.seed_batches, signed=True),
+                          ", ".join(f"r{r} {v:+.3f}" for r, v in s.per_replicate.items())] for s in result.sides])
+    return lines
+
+
 def _dose_section(result: ExperimentResult) -> list[str]:
     if not result.doses:
         return []
-    return ["", "## Dose (genenv's simulator updates that later wrote tasks)", "",
+    return ["", "## Dose (simulator updates that later wrote tasks: genenv, and generic_rwr at the same settings)", "",
             *(f"- {dose_line(d)}" for d in result.doses)]
 
 
@@ -264,6 +292,7 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
 
     lines += _effects_section(result)
     lines += _paired_section(result)
+    lines += _repeats_section(result)
     lines += _dose_section(result)
     lines += _efficiency_section(result)
     lines += ["", "## Hypotheses", ""]
