@@ -40,7 +40,7 @@ REPLICATES = (5, 6, 8, 10)
 
 
 def _p(b: object) -> float:
-    p = getattr(b, "p_hat")
+    p = b.p_hat
     assert p is not None
     return float(p)
 
@@ -122,7 +122,7 @@ def main() -> None:
     print(f"  generate+rollout+verify+score {gen:.2f} s per seed; genenv's RWR job {trn:.0f} s per epoch "
           f"(random_simulator's skipped job {statistics.fmean(train['random_simulator']):.1f} s)")
     for seeds in args.seeds:
-        for reps in (5, 6):
+        for reps in (5, 6, 8):
             member = args.epochs * seeds * gen
             total = reps * (3 * member + 2 * args.epochs * trn)  # genenv and generic_rwr train, random does not
             print(f"  {seeds} seeds × {args.epochs} epochs, {reps} replicates × 3 arms: {total / 3600:.1f} h of "
