@@ -47,3 +47,11 @@ def test_the_selection_is_uniform_not_the_first_or_the_band() -> None:
 def test_a_negative_size_is_refused() -> None:
     with pytest.raises(ValueError, match="≥ 0"):
         _pick({0: -1})
+
+
+def test_generic_rwr_is_a_mode_that_trains_its_simulator() -> None:
+    from genenv.contracts.runs import RunConfig, RunMode
+
+    assert RunConfig(mode=RunMode.GENERIC_RWR).trains_simulator
+    assert RunConfig(mode=RunMode.GENENV).trains_simulator
+    assert not RunConfig(mode=RunMode.RANDOM_SIMULATOR).trains_simulator
