@@ -78,6 +78,9 @@ MODES: dict[RunMode, str] = {
     RunMode.STATIC_AUGMENTATION: "Baseline: in epoch 0 the untrained simulator writes `static_variations` per seed; "
     "every later epoch trains the agent on that same fixed set (epoch 0's seeds).",
     RunMode.AGENT_ONLY: "Baseline: no simulator; the agent is trained by GRPO on the seed tasks themselves.",
+    RunMode.GENERIC_RWR: "Control for \"any fine-tuning on its own samples\": as `genenv`, but each epoch the "
+    "simulator is trained (same settings, same dose) on a random selection of its own valid generations, as many per "
+    "epoch as the α band selects from that epoch of the same run, each with weight 1.",
 }
 
 # Values accepted where the type alone does not say (validated in code).

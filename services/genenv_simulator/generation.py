@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from genenv.contracts.tasks import GeneratedTask, GenerateRequest, RejectionReason, Seed, TaskStatus
+from genenv.curriculum.repeats import is_repeat, repeat_key
 from genenv.domains.base import Domain, TaskRejected
 from genenv.inference.base import Completion, InferenceBackend, InferenceError, SamplingParams
 
@@ -126,11 +127,13 @@ async def generate_tasks(
     guided: bool,
     skip: Collection[tuple[str | None, int]] = (),
     known: Mapping[str | None, Collection[str]] | None = None,
+    earlier: Collection[str] = (),
 ) -> list[GeneratedTask]:
     """n variations per seed (``None`` = seedless), all requests in flight at once (the backend bounds them)."""
     # skip: (seed id, variation) pairs that exist already. known: payload keys accepted per seed, so a new
     # generation equal to one of them (or to an earlier variation) is a DUPLICATE, as is a copy of the seed itself
-    # (rejected in _task: a variation is never its seed).
+    # (rejected in _task: a variation is never its seed). earlier: repeat keys of the run's valid tasks of earlier
+    # epochs, given only with simulator.reject_repeats; a generation repeating one is rejected as a REPEAT.
     schema = domain.task_json_schema() if guided else None
     jobs = [
         (seed, missing)
@@ -142,6 +145,12 @@ async def generate_tasks(
     seen: dict[str | None, set[str]] = {k: set(v) for k, v in (known or {}).items()}
     out: list[GeneratedTask] = []
     for task in results:
+        if earlier and task.status is TaskStatus.VALID and task.payload is not None and is_repeat(
+                domain.canonical_task(task.payload), earlier):
+            task = task.model_copy(update={
+                "status": TaskStatus.REJECTED, "payload": None, "rejection_reason": RejectionReason.REPEAT,
+                "rejection_detail": "repeats a valid task of an earlier epoch of this run (simulator.reject_repeats)",
+            })
         if task.status is TaskStatus.VALID and task.payload is not None:
             key = payload_key(task.payload)
             same_seed = seen.setdefault(task.seed_id, set())
@@ -158,6 +167,11 @@ async def generate_tasks(
                 same_seed.add(key)
         out.append(task)
     return out
+
+
+def earlier_keys(domain: Domain, payloads: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Repeat keys (genenv.curriculum.repeats) of earlier valid tasks, for ``generate_tasks(earlier=...)``."""
+    return {repeat_key(domain.canonical_task(dict(p))) for p in payloads}
 
 
 def rejection_counts(tasks: Sequence[GeneratedTask]) -> dict[str, int]:

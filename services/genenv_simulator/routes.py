@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from genenv.contracts.errors import GenEnvError, NotFoundError, UnavailableError
+from genenv.contracts.runs import RunConfig
 from genenv.contracts.tasks import (
     GeneratedTask,
     GenerateRequest,
@@ -18,17 +21,24 @@ from genenv.db.engine import session_scope
 from genenv.db.models import RunRow
 from genenv.db.repositories import tasks as task_repo
 from genenv_simulator.deps import SimulatorResources
-from genenv_simulator.generation import generate_tasks, payload_key, rejection_counts
+from genenv_simulator.generation import earlier_keys, generate_tasks, payload_key, rejection_counts
 
 router = APIRouter(prefix="/v1", tags=["simulator"])
 
 
-def _stored(resources: SimulatorResources, run_id: str, epoch: int, seed_keys: list[str]) -> list[GeneratedTask]:
+def _stored(
+    resources: SimulatorResources, run_id: str, epoch: int, seed_keys: list[str]
+) -> tuple[list[GeneratedTask], list[dict[str, Any]] | None]:
+    """The epoch's stored tasks of these seeds, and — when the run rejects repeats — the payloads of its valid
+    tasks of earlier epochs (None when it does not)."""
     with session_scope(resources.sessions) as session:
-        if session.get(RunRow, run_id) is None:
+        run = session.get(RunRow, run_id)
+        if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
         rows = task_repo.epoch_tasks(session, run_id, epoch, seed_ids=seed_keys)
-        return [task_repo.to_generated(r) for r in rows]
+        rejects = RunConfig.model_validate(run.config).simulator.reject_repeats
+        earlier = task_repo.earlier_valid_payloads(session, run_id, epoch) if rejects else None
+        return [task_repo.to_generated(r) for r in rows], earlier
 
 
 def _store(resources: SimulatorResources, run_id: str, epoch: int, tasks: list[GeneratedTask]) -> None:
@@ -77,9 +87,12 @@ async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
     if not seeds:
         seeds = [None]
     existing: list[GeneratedTask] = []
+    earlier: set[str] = set()
     if body.run_id is not None and body.epoch is not None:
         keys = [s.id if s is not None else task_repo.SEEDLESS for s in seeds]
-        existing = await run_in_threadpool(_stored, resources, body.run_id, body.epoch, keys)
+        existing, earlier_payloads = await run_in_threadpool(_stored, resources, body.run_id, body.epoch, keys)
+        if earlier_payloads:
+            earlier = await run_in_threadpool(earlier_keys, domain, earlier_payloads)
     known: dict[str | None, set[str]] = {}
     for t in existing:
         if t.status is TaskStatus.VALID and t.payload is not None:
@@ -92,6 +105,7 @@ async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
         guided=resources.settings.inference.guided_decoding,
         skip={(t.seed_id, t.variation) for t in existing},
         known=known,
+        earlier=earlier,
     )
     failed = [t for t in new if t.rejection_reason is RejectionReason.GENERATION_ERROR]
     if new and len(failed) == len(new) and not existing:

@@ -10,6 +10,7 @@ from sqlalchemy import Select, and_, exists, func, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.tasks import TaskStatus
+from genenv.curriculum.generic import size_matched_random
 from genenv.db.models import CurriculumScoreRow, RolloutRow, TaskRow, VerdictRow
 from genenv_trainer.records import Attempt, Generation, RolloutGroup
 
@@ -73,14 +74,9 @@ def has_scores(session: Session, run_id: str, epoch: int) -> bool:
                                                      CurriculumScoreRow.epoch == epoch))))
 
 
-def pool_generations(
-    session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0
-) -> list[Generation]:
-    """The simulator pool D_env at ``epoch``: valid tasks of this and earlier epochs whose seed batch was in band,
-    each with its own batch's RWR weight (paper Algorithm 1). Newest first, at most ``max_size``; with
-    ``recent_epochs`` > 0 only that many most recent epochs."""
-    first = epoch - recent_epochs + 1 if recent_epochs > 0 else 0
-    rows = session.execute(
+def _band_rows(run_id: str, epoch: int, first: int) -> Select[Any]:
+    """Valid tasks of epochs [first, epoch] whose seed batch was in band with a weight: what D_env is made of."""
+    return (
         select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text,
                CurriculumScoreRow.weight)
         .join(CurriculumScoreRow, and_(CurriculumScoreRow.run_id == TaskRow.run_id,
@@ -89,8 +85,51 @@ def pool_generations(
         .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first,
                TaskRow.status == TaskStatus.VALID.value, CurriculumScoreRow.in_band.is_(True),
                CurriculumScoreRow.weight.is_not(None), TaskRow.raw_text != "")
+    )
+
+
+def _first_epoch(epoch: int, recent_epochs: int) -> int:
+    return epoch - recent_epochs + 1 if recent_epochs > 0 else 0
+
+
+def pool_generations(
+    session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0
+) -> list[Generation]:
+    """The simulator pool D_env at ``epoch``: valid tasks of this and earlier epochs whose seed batch was in band,
+    each with its own batch's RWR weight (paper Algorithm 1). Newest first, at most ``max_size``; with
+    ``recent_epochs`` > 0 only that many most recent epochs."""
+    rows = session.execute(
+        _band_rows(run_id, epoch, _first_epoch(epoch, recent_epochs))
         .order_by(TaskRow.epoch.desc(), TaskRow.id)
         .limit(max_size)
     )
     return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
                        weight=r.weight, epoch=r.epoch) for r in rows]
+
+
+def generic_pool_generations(
+    session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0, seed: int
+) -> list[Generation]:
+    """The generic_rwr control's pool at ``epoch``: per epoch of the window, a random selection of the run's valid
+    generations as large as the band's selection from that epoch (genenv.curriculum.generic), weight 1; newest
+    first, at most ``max_size``, as D_env. Counts and candidate ids come from SQL; only the chosen rows are loaded."""
+    first = _first_epoch(epoch, recent_epochs)
+    band = _band_rows(run_id, epoch, first).subquery()
+    matched = {int(e): int(n) for e, n in session.execute(
+        select(band.c.epoch, func.count()).group_by(band.c.epoch))}
+    candidates = session.execute(
+        select(TaskRow.id, TaskRow.epoch)
+        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first,
+               TaskRow.status == TaskStatus.VALID.value, TaskRow.raw_text != "")
+    ).all()
+    chosen = size_matched_random([(int(i), int(e)) for i, e in candidates], matched=matched,
+                                 epoch_of=lambda c: c[1], key_of=lambda c: c[0], seed=seed)[:max_size]
+    if not chosen:
+        return []
+    rows = session.execute(
+        select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text)
+        .where(TaskRow.id.in_([i for i, _ in chosen]))
+        .order_by(TaskRow.epoch.desc(), TaskRow.id)
+    )
+    return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
+                       weight=1.0, epoch=r.epoch) for r in rows]

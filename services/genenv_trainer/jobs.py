@@ -19,7 +19,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import JobKind, JobStatus, Role, TrainJob
-from genenv.contracts.runs import RunStatus
+from genenv.contracts.runs import RunMode, RunStatus
 from genenv.db.engine import session_scope
 from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
@@ -145,8 +145,14 @@ def _run_claimed(
         else:
             if not inputs.has_scores(s, job.run_id, job.epoch):
                 scores.score_epoch(s, job.run_id, job.epoch)
-            generations = inputs.pool_generations(s, job.run_id, job.epoch, max_size=config.simulator.pool_max_size,
-                                                  recent_epochs=config.simulator.pool_recent_epochs)
+            if config.mode is RunMode.GENERIC_RWR:  # the "any fine-tuning" control: same dose, random own samples
+                generations = inputs.generic_pool_generations(
+                    s, job.run_id, job.epoch, max_size=config.simulator.pool_max_size,
+                    recent_epochs=config.simulator.pool_recent_epochs, seed=config.random_seed)
+            else:
+                generations = inputs.pool_generations(s, job.run_id, job.epoch,
+                                                      max_size=config.simulator.pool_max_size,
+                                                      recent_epochs=config.simulator.pool_recent_epochs)
 
     def on_step(step: int, stats: dict[str, float]) -> None:
         if beat.lost.is_set():  # the heartbeat thread found the job taken over: stop before more work is wasted

@@ -27,6 +27,7 @@ BASELINES = {
     RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
     RunMode.STATIC_AUGMENTATION: EXAMPLES / "baseline-static-augmentation.yaml",
     RunMode.AGENT_ONLY: EXAMPLES / "baseline-agent-only.yaml",
+    RunMode.GENERIC_RWR: EXAMPLES / "baseline-generic-rwr.yaml",
 }
 # The learning experiment of issue 35 (docs/experiments/preregistration-learning.md): arm → file.
 LEARNING = {
@@ -171,6 +172,7 @@ def test_the_experiment_presets_exist() -> None:
         "experiment-cpu-arithmetic.yaml", "experiment-cpu-arithmetic-wide-band.yaml", "experiment-gpu-bfcl.yaml",
         "experiment-cpu-bfcl-qwen.yaml", "experiment-gpu-bfcl-qwen.yaml", "experiment-cpu-mechanism-loop.yaml",
         *LEARNING.values(),
+        "experiment-cpu-two-sided.yaml",
     }
 
 
@@ -182,7 +184,8 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
         assert body.template.eval_every == 1 and body.template.eval_benchmarks
     else:  # a frozen agent never changes: nothing to evaluate
         assert body.template.eval_every == 0
-    assert body.template.curriculum.alpha == 0.5
+    # The paper's α, except where a pre-registered design moves it to put levels on both sides (level_sides).
+    assert body.template.curriculum.alpha == (0.15 if body.level_sides else 0.5)
     if path.name not in LEARNING.values():  # the learning experiment's arms are one file each (below)
         assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
     assert body.replicates >= 2  # intervals need replicates
@@ -269,3 +272,17 @@ def test_learning_arms_share_everything_but_their_curriculum_at_equal_agent_atte
     agent = t.agent.model_copy(update={"learning_rate": 5e-5, "max_steps_per_epoch": 1})
     assert calibration.template == t.model_copy(update={"name": calibration.template.name, "agent": agent})
     assert t.eval_splits == {"arithmetic": "heldout"} and t.eval_limit is None and t.agent.train
+
+
+def test_two_sided_preset_is_the_pre_registered_design() -> None:
+    body = load_experiment(EXAMPLES / "experiment-cpu-two-sided.yaml")
+    t = body.template
+    assert body.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.GENERIC_RWR]
+    assert body.replicates == 8 and body.random_seeds is not None and len(set(body.random_seeds)) == 8
+    assert (t.curriculum.alpha, t.curriculum.k_min, t.agent.train, t.curriculum.prompt_stats) == (0.15, 0.1, False,
+                                                                                                   False)
+    # Every arithmetic level has a side, fixed from the pilot's p̂ (above α = 0.15: 0.23-0.33; below: 0.06-0.11).
+    assert body.level_sides == {"1d-add": "above", "1d-mul": "above", "1d-addsub": "above", "2d-add": "below",
+                                "1d-3op": "below", "2d-3op": "below", "3d-add": "below"}
+    assert t.seeds_per_epoch % len(body.level_sides) == 0 and t.seed_sampling.value == "stratified"
+    assert (t.simulator.learning_rate, t.simulator.max_steps_per_epoch, t.simulator.passes_per_epoch) == (1e-3, 4, 4)

@@ -8,7 +8,7 @@ const W = 460, H = 230, M = { top: 26, right: 12, bottom: 30, left: 44 };
 
 // The run modes with a colour of their own: each is the CSS class m-<mode> (dashboard.css), the mapping of the
 // report's figures (genenv.experiments.figures.MODE_COLOURS); any other mode is m-other.
-export const MODE_ORDER = ["genenv", "random_simulator", "static_augmentation", "agent_only"];
+export const MODE_ORDER = ["genenv", "random_simulator", "static_augmentation", "agent_only", "generic_rwr"];
 export const modeClass = (mode) => "m-" + (MODE_ORDER.includes(mode) ? mode : "other");
 
 export function el(tag, attrs, text) {

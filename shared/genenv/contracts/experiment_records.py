@@ -46,12 +46,15 @@ class EvaluationRecord:
 
 @dataclass(frozen=True)
 class PayloadRecord:
-    """A valid task's (or a seed's) payload with its epoch and seed id."""
+    """A valid task's (or a seed's) payload with its epoch and seed id; for a task also its own success counts
+    (task_stat: k successes of n valid attempts; 0/0 before the epoch was scored)."""
 
     run_id: str
     epoch: int
     seed_id: str
     payload: dict[str, Any]
+    k: int = 0
+    n: int = 0
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ class ExperimentCreate(WriteModel):
     modes: list[Annotated[RunMode, Field(strict=False)]] = Field(
         default_factory=lambda: [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION],
         min_length=1,
-        max_length=4,
-        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only), each once "
-        "per replicate.",
+        max_length=5,
+        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only | "
+        "generic_rwr), each once per replicate.",
     )
     replicates: int = Field(default=3, ge=1, le=20, description="Replicates per mode (one random seed each).")
     random_seeds: list[int] | None = Field(
@@ -51,6 +51,13 @@ class ExperimentCreate(WriteModel):
         description="The replicates' random seeds, one per replicate, shared by every mode (default: "
         "template.random_seed + 0, 1, …). Replicate r of every mode uses the same seed, so the modes see the "
         "same seed tasks.",
+    )
+    level_sides: dict[str, Literal["above", "below"]] = Field(
+        default_factory=dict,
+        description="Pre-registered side of each difficulty group (the domain's group_field, e.g. an arithmetic "
+        "level) relative to α, fixed from a pilot before the run, never from its outcome. With it the report "
+        "decides the two-sided endpoints: genenv − random_simulator p̂ on the groups above α (predicted < 0) and "
+        "below α (predicted > 0), on non-repeated tasks, over replicates.",
     )
     concurrent: bool = Field(
         default=False,
@@ -128,6 +135,11 @@ class MemberEpoch(ReadModel):
         description="Mean difficulty measures of this epoch's valid tasks (the domain's measures, see "
         "ExperimentSeries.difficulty_measures).",
     )
+    valid_tasks: int = Field(default=0, description="Valid tasks of the epoch.")
+    repeated_tasks: int = Field(
+        default=0, description="Of those, the ones repeating word for word (the domain's canonical form, whitespace "
+        "normalised) a valid task of an earlier epoch of the same run.",
+    )
 
 
 class SeedBatch(ReadModel):
@@ -145,6 +157,11 @@ class SeedBatch(ReadModel):
     difficulty: dict[str, float] = Field(
         default_factory=dict, description="Mean difficulty measures of the batch's valid tasks."
     )
+    repeated_tasks: int = Field(
+        default=0, description="Valid tasks of the batch that repeat a valid task of an earlier epoch of the run."
+    )
+    fresh_k: int = Field(default=0, description="Successful attempts at the batch's non-repeated valid tasks.")
+    fresh_n: int = Field(default=0, description="Valid attempts at the batch's non-repeated valid tasks.")
 
 
 class TrainJobSummary(ReadModel):
@@ -232,4 +249,7 @@ class ExperimentSeries(ReadModel):
         default=None,
         description="static_augmentation's final held-out accuracy, mean over its replicates (the data-efficiency "
         "target).",
+    )
+    level_sides: dict[str, Literal["above", "below"]] = Field(
+        default_factory=dict, description="The experiment's pre-registered side of each difficulty group."
     )

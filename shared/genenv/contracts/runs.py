@@ -44,6 +44,9 @@ class RunMode(enum.StrEnum):
     RANDOM_SIMULATOR = "random_simulator"
     STATIC_AUGMENTATION = "static_augmentation"
     AGENT_ONLY = "agent_only"
+    GENERIC_RWR = "generic_rwr"
+    """The control for "any fine-tuning on its own samples": the simulator is trained like genenv's (same dose)
+    on a random selection of its own valid generations, size-matched to what the band selects, weight 1."""
 
 
 class SeedSampling(enum.StrEnum):
@@ -238,6 +241,13 @@ class SimulatorTrainConfig(WriteModel):
         default=512, ge=32, le=131072, description="Conditioning prompt + generation tokens kept."
     )
     max_grad_norm: float = Field(default=1.0, gt=0.0, description="Clip the gradient norm of each step to this.")
+    reject_repeats: bool = Field(
+        default=False,
+        description="Reject a generation that repeats, word for word (the domain's canonical form, whitespace "
+        "normalised), a valid task of an earlier epoch of the same run, with rejection reason `repeat`. Off by "
+        "default: a trained simulator may write again the tasks it was rewarded for; turn it on to get only new "
+        "tasks. Applies in every mode that generates.",
+    )
 
 
 class RunConfig(WriteModel):
@@ -247,7 +257,8 @@ class RunConfig(WriteModel):
     mode: RunMode = Field(
         default=RunMode.GENENV,
         strict=False,
-        description="genenv | random_simulator | static_augmentation | agent_only.",
+        description="genenv | random_simulator | static_augmentation | agent_only | generic_rwr (the simulator "
+        "trained at genenv's dose on a random, size-matched selection of its own valid generations, weight 1).",
     )
     domain: str = Field(
         default="arithmetic", min_length=1, max_length=64,
@@ -363,8 +374,8 @@ class RunConfig(WriteModel):
 
     @property
     def trains_simulator(self) -> bool:
-        """Only the genenv mode updates the simulator."""
-        return self.mode is RunMode.GENENV
+        """genenv updates the simulator on the band; generic_rwr on a size-matched random selection."""
+        return self.mode in (RunMode.GENENV, RunMode.GENERIC_RWR)
 
     @property
     def uses_simulator(self) -> bool:

@@ -38,6 +38,8 @@ class RejectionReason(enum.StrEnum):
     TOO_LONG = "too_long"
     EMPTY = "empty"
     GENERATION_ERROR = "generation_error"
+    REPEAT = "repeat"
+    """The task repeats a valid task of an earlier epoch of the same run (only with simulator.reject_repeats)."""
 
 
 class GeneratedTask(ReadModel):

@@ -1,5 +1,6 @@
 """The α-curriculum: reward, band filter, RWR weights, estimators and agent-batch selection (pure functions)."""
 
+from genenv.curriculum.generic import size_matched_random
 from genenv.curriculum.reward import (
     BAND_TOLERANCE,
     alpha_reward,
@@ -22,5 +23,6 @@ __all__ = [
     "rwr_weights",
     "score_batches",
     "select_agent_batch",
+    "size_matched_random",
     "success_rate",
 ]

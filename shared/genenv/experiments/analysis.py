@@ -12,13 +12,22 @@ Nothing here does I/O; writer.write_report does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from genenv.contracts.experiments import ExperimentSeries, MemberSeries
 from genenv.contracts.runs import RunMode
 from genenv.curriculum.reward import in_band
-from genenv.experiments.paired import Dose, PairedComparison, doses, paired_comparisons
+from genenv.experiments.paired import (
+    Dose,
+    PairedComparison,
+    SideEffect,
+    doses,
+    fresh_series,
+    pair_batches,
+    paired_comparisons,
+    side_effects,
+)
 from genenv.experiments.series import (
     epoch_values,
     final_heldout,
@@ -30,7 +39,10 @@ from genenv.experiments.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_SEED,
     METHOD,
+    REFUTED,
+    SUPPORTED,
     Interval,
+    classify,
     mean_ci,
     ols_slope,
     paired_diff_ci,
@@ -40,6 +52,7 @@ from genenv.experiments.stats import (
 GENENV: Final = RunMode.GENENV.value
 RANDOM: Final = RunMode.RANDOM_SIMULATOR.value
 STATIC: Final = RunMode.STATIC_AUGMENTATION.value
+GENERIC: Final = RunMode.GENERIC_RWR.value
 
 # Per-member summaries the effects table compares: (key, label, True when higher is better).
 EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
@@ -47,7 +60,7 @@ EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("mean_abs_gap", "mean |p̂ − α|", False),
     ("final_heldout_accuracy", "final held-out accuracy", True),
 )
-BASELINES: Final = (RANDOM, STATIC)
+BASELINES: Final = (RANDOM, GENERIC, STATIC)
 _EPS: Final = 1e-9  # band edges are inclusive; floats such as 0.6 − 0.5 must not fall out of the band
 NOT_MEASURED: Final = "not measured"
 
@@ -87,6 +100,12 @@ class MemberSummary:
     first_in_band_epoch: int | None
     stayed_in_band: bool | None
     """False when it left the band after entering or never entered; None when it has no p̂ at all."""
+    repeat_share: float | None = None
+    """Valid tasks of epochs ≥ 1 that repeat a valid task of an earlier epoch of the run, over those valid tasks."""
+    in_band_per_1000_attempts: float | None = None
+    """Valid tasks of in-band seed batches per 1,000 valid agent attempts, epochs ≥ 1: how many tasks at the
+    frontier a mode yields for the agent time spent finding them (what filtering the untrained simulator's output
+    would have to match)."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +144,9 @@ class DataEfficiency:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A hypothesis and what the data say: ``status`` is supported, refuted at this scale, inconclusive (the
-    rules are _tested's), descriptive (a comparison this design cannot test) or not measured; ``holds`` is
-    True/False for supported/refuted and None otherwise."""
+    """A hypothesis and what the data say: ``status`` is supported, detected, below the smallest effect of interest,
+    refuted at this scale, inconclusive (the rules are _tested's), descriptive (a comparison this design cannot
+    test) or not measured; ``holds`` is True/False for supported/refuted and None otherwise."""
 
     hypothesis: str
     statement: str
@@ -155,6 +174,12 @@ class ExperimentResult:
     aa_checks: list[PairedComparison]
     """The same at epoch 0, where no simulator has been trained: differences here are noise by construction."""
     doses: list[Dose]
+    paired_fresh: list[PairedComparison] = field(default_factory=list)
+    """genenv − baseline over paired seed batches of epochs ≥ 1, on non-repeated tasks only."""
+    sides: list[SideEffect] = field(default_factory=list)
+    """With pre-registered level sides: genenv − baseline p̂ above and below α, on non-repeated and on all tasks."""
+    mode_measures: dict[str, dict[str, Interval | None]] = field(default_factory=dict)
+    """Per mode, over its replicates: repeat_share and in_band_per_1000_attempts."""
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers
@@ -201,6 +226,10 @@ def summarise_member(member: MemberSeries, alpha: float, k_min: float) -> Member
     """Mean in-band share and mean |p̂ − α| over its epochs, final held-out accuracy, band entry and stay."""
     epochs = sorted(member.epochs, key=lambda e: e.epoch)
     shares = [e.in_band_share for e in epochs if e.in_band_share is not None]
+    later = [e for e in epochs if e.epoch >= 1]
+    valid = sum(e.valid_tasks for e in later)
+    batches = [b for b in member.seed_batches if b.epoch >= 1]
+    attempts = sum(b.n for b in batches)
     p_points = [(e.epoch, e.p_hat) for e in epochs if e.p_hat is not None]
     final = final_heldout(member)
     first, stayed, _ = _band_path(p_points, alpha, k_min)
@@ -216,6 +245,10 @@ def summarise_member(member: MemberSeries, alpha: float, k_min: float) -> Member
         final_heldout_epoch=None if final is None else final[0],
         first_in_band_epoch=first,
         stayed_in_band=stayed if p_points else None,
+        repeat_share=sum(e.repeated_tasks for e in later) / valid if valid else None,
+        in_band_per_1000_attempts=(1000 * sum(b.valid_tasks for b in batches
+                                              if b.p_hat is not None and in_band(b.p_hat, alpha=alpha, k_min=k_min))
+                                   / attempts) if attempts else None,
     )
 
 
@@ -285,36 +318,39 @@ def iv_text(iv: Interval) -> str:
     return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]{p}"
 
 
-SMALLEST_EFFECT: Final[dict[str, float]] = {"H1": 0.02, "H2": 0.05, "H4": 0.02}
-"""The smallest effect of interest of each tested hypothesis (docs/experiments/preregistration.md): |p̂ − α| and
-the frontier-signed p̂ in units of p̂, the in-band share as a share of seed batches."""
+SMALLEST_EFFECT: Final[dict[str, float]] = {"H1": 0.02, "H2": 0.05, "H4": 0.02, "D-above": 0.03, "D-below": 0.03}
+"""The smallest effect of interest of each tested hypothesis (docs/experiments/preregistration.md, and for the
+two-sided endpoints D-above / D-below docs/experiments/preregistration-two-sided.md): |p̂ − α|, the
+frontier-signed p̂ and the per-side p̂ differences in units of p̂, the in-band share as a share of seed batches."""
+MODE_MEASURES: Final = ("repeat_share", "in_band_per_1000_attempts")
 
 
 def _tested(hypothesis: str, statement: str, c: PairedComparison | None, key: str, higher: bool, what: str,
             context: str, dosed: bool) -> Verdict:
-    """The pre-registered rule. supported: the interval lies on the predicted side of 0 and every replicate's
-    estimate has the predicted sign; refuted at this scale: the interval excludes an effect as large as the
-    smallest effect of interest in the predicted direction; inconclusive otherwise — and always without a dose
-    (a simulator never trained before it wrote tasks makes this an A/A comparison)."""
-    iv: Interval | None = None if c is None else getattr(c, key)
-    if c is None or iv is None:
+    """The pre-registered rule (stats.classify) on the primary interval, the one over training runs: the t interval
+    of the per-replicate estimates (paired by replicate seed). supported: it lies on the predicted side of 0, every
+    replicate agrees and the estimate reaches the smallest effect of interest; detected, below the smallest effect
+    of interest: the same with a smaller estimate; refuted at this scale: it excludes an effect as large as the
+    smallest effect of interest in the predicted direction; inconclusive otherwise — and always without a dose (a
+    simulator never trained before it wrote tasks makes this an A/A comparison) or with fewer than two replicates.
+    The seed-batch interval is reported beside it as secondary (it is conditional on the simulators trained)."""
+    secondary: Interval | None = None if c is None else getattr(c, key)
+    if c is None or secondary is None:
         return Verdict(hypothesis, statement, None, f"{NOT_MEASURED}: {what}", "not measured")
-    text = f"{iv_text(iv)}{context}"
+    primary = c.replicate_level.get(key)
+    batches = f"seed batches (secondary) {iv_text(secondary)}{context}"
     if not dosed:
         return Verdict(hypothesis, statement, None, f"no trained simulator wrote tasks, so this compares a process "
-                       f"with itself: {text}", "inconclusive")
+                       f"with itself: {batches}", "inconclusive")
+    if primary is None:
+        return Verdict(hypothesis, statement, None, f"fewer than two replicates: one training run cannot carry a "
+                       f"claim about training runs; {batches}", "inconclusive")
     sign = 1.0 if higher else -1.0
-    lo, hi = (iv.low, iv.high) if higher else (-iv.high, -iv.low)  # the effect in the predicted direction
-    reps = [getattr(r, key) * sign for r in c.per_replicate]  # ReplicateEffect names its fields like the comparison
-    if lo > 0 and all(r > 0 for r in reps):
-        return Verdict(hypothesis, statement, True, text, "supported")
-    smallest = SMALLEST_EFFECT[hypothesis]
-    if hi < smallest:
-        return Verdict(hypothesis, statement, False,
-                       f"{text}: an effect of {smallest} in the predicted direction lies outside the interval",
-                       "refuted at this scale")
-    why = "the interval contains 0" if lo <= 0 else "a replicate goes the other way"
-    return Verdict(hypothesis, statement, None, f"{text}: {why}", "inconclusive")
+    reps = [v for r in c.per_replicate if (v := getattr(r, key)) is not None]
+    decision, why = classify(primary, sign, SMALLEST_EFFECT[hypothesis], reps)
+    text = f"over {primary.n} replicates {iv_text(primary)}; {batches}"
+    holds = True if decision == SUPPORTED else False if decision == REFUTED else None
+    return Verdict(hypothesis, statement, holds, text if decision == SUPPORTED else f"{text}: {why}", decision)
 
 
 def _per_rep(c: PairedComparison, key: str) -> str:
@@ -394,6 +430,36 @@ def _h4(paired: Sequence[PairedComparison], dosed: bool) -> Verdict:
                    "needs paired genenv and random_simulator seed batches after epoch 0", context, dosed)
 
 
+def _side_verdict(sides: Sequence[SideEffect], side: str, dosed: bool) -> Verdict:
+    hypothesis = f"D-{side}"
+    predicted = "< 0: harder tasks" if side == "above" else "> 0: easier tasks"
+    statement = (f"on the difficulty groups pre-registered {side} α, genenv's non-repeated tasks differ in p̂ from "
+                 f"random_simulator's on the same seeds as the curriculum predicts ({predicted}; paired seed "
+                 "batches of epochs ≥ 1, interval over replicates)")
+    e = next((s for s in sides if s.baseline == RANDOM and s.side == side and s.tasks == "non-repeated"), None)
+    if e is None or e.seed_batches is None:
+        return Verdict(hypothesis, statement, None, f"{NOT_MEASURED}: needs pre-registered level_sides and paired "
+                       f"genenv and random_simulator seed batches {side} α", "not measured")
+    reps = "; per replicate " + ", ".join(f"r{r} {v:+.3f}" for r, v in e.per_replicate.items())
+    batches = f"seed batches (secondary) {iv_text(e.seed_batches)} over {e.pairs} pairs{reps}"
+    if not dosed:
+        return Verdict(hypothesis, statement, None, f"no trained simulator wrote tasks: {batches}", "inconclusive")
+    if e.replicate_level is None:
+        return Verdict(hypothesis, statement, None, f"fewer than two replicates: one training run cannot carry a "
+                       f"claim about training runs; {batches}", "inconclusive")
+    decision, why = classify(e.replicate_level, -1.0 if side == "above" else 1.0, SMALLEST_EFFECT[hypothesis],
+                             list(e.per_replicate.values()))
+    text = f"over {e.replicate_level.n} replicates {iv_text(e.replicate_level)}; {batches}"
+    holds = True if decision == SUPPORTED else False if decision == REFUTED else None
+    return Verdict(hypothesis, statement, holds, text if decision == SUPPORTED else f"{text}: {why}", decision)
+
+
+def _mode_measures(members: Sequence[MemberSummary], modes: Sequence[str], s: Settings) -> dict[
+        str, dict[str, Interval | None]]:
+    return {mode: {key: _ci([float(v) for m in members if m.mode == mode and (v := getattr(m, key)) is not None], s)
+                   for key in MODE_MEASURES} for mode in modes}
+
+
 # ------------------------------------------------------------------------------------------------------------ main
 
 
@@ -407,16 +473,27 @@ def analyse(series: ExperimentSeries, settings: Settings | None = None) -> Exper
     effects = _effects(members, modes, s)
     efficiency = _data_efficiency(per_epoch, series)
     slopes = _difficulty_slopes(series, s)
-    paired, checks = paired_comparisons(series, [b for b in BASELINES if b in modes], s.confidence)
+    baselines = [b for b in BASELINES if b in modes]
+    paired, checks = paired_comparisons(series, baselines, s.confidence)
+    fresh = fresh_series(series)
+    paired_fresh, _ = paired_comparisons(fresh, baselines, s.confidence)
+    sides: list[SideEffect] = []
+    if series.level_sides:
+        for b in baselines:
+            for tasks, source in (("non-repeated", fresh), ("all", series)):
+                later = [p for p in pair_batches(source, b) if p.epoch >= 1]
+                sides += side_effects(later, b, series.level_sides, tasks, s.confidence)
     member_doses = doses(series)
     # A comparison with a simulator that was never trained before it wrote tasks is an A/A comparison.
-    dosed = any(d.used_updates > 0 for d in member_doses)
+    dosed = any(d.used_updates > 0 for d in member_doses if d.mode == GENENV)
     verdicts = [
         _h1(paired, dosed),
         _h2(paired, dosed),
         _h3(series, effects, efficiency),
         _h4(paired, dosed),
     ]
+    if series.level_sides:
+        verdicts += [_side_verdict(sides, "above", dosed), _side_verdict(sides, "below", dosed)]
     return ExperimentResult(
         settings=s,
         modes=modes,
@@ -430,4 +507,7 @@ def analyse(series: ExperimentSeries, settings: Settings | None = None) -> Exper
         paired=paired,
         aa_checks=checks,
         doses=member_doses,
+        paired_fresh=paired_fresh,
+        sides=sides,
+        mode_measures=_mode_measures(members, modes, s),
     )

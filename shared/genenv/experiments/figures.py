@@ -24,6 +24,7 @@ MODE_COLOURS: Final[dict[str, str]] = {
     "random_simulator": "#ff7f0e",
     "static_augmentation": "#2ca02c",
     "agent_only": "#7f7f7f",
+    "generic_rwr": "#9467bd",
 }
 """One colour per run mode, the same in every figure; the dashboard's experiment page mirrors this mapping."""
 FALLBACK_COLOUR: Final = "#9467bd"

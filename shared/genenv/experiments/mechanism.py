@@ -17,9 +17,15 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from genenv.curriculum.reward import in_band
-from genenv.experiments.stats import DEFAULT_CONFIDENCE, Interval, mean_ci, paired_diff_ci
-
-Decision = Literal["supported", "refuted at this scale", "inconclusive"]
+from genenv.experiments.stats import (
+    DEFAULT_CONFIDENCE,
+    SUPPORTED,
+    Decision,
+    Interval,
+    classify,
+    mean_ci,
+    paired_diff_ci,
+)
 
 
 @dataclass(frozen=True)
@@ -216,26 +222,23 @@ def manipulation_check(
 
 
 def decide(c: Contrast, check: ManipulationCheck, smallest_effect: float) -> tuple[Decision, str]:
-    """The pre-registered rule: supported when the interval lies on the predicted side of 0 and every replicate's
-    estimate has the predicted sign; refuted at this scale when the interval excludes an effect as large as
-    ``smallest_effect`` in the predicted direction; inconclusive otherwise, or whenever the manipulation check
-    failed (then the arms were not comparable and nothing is concluded)."""
+    """The pre-registered rule (genenv.experiments.stats.classify): supported when the interval lies on the
+    predicted side of 0, every replicate's estimate has the predicted sign and the estimate reaches
+    ``smallest_effect``; detected, below the smallest effect of interest when all that holds but the estimate is
+    smaller; refuted at this scale when the interval excludes an effect as large as ``smallest_effect`` in the
+    predicted direction; inconclusive otherwise, or whenever the manipulation check failed (then the arms were not
+    comparable and nothing is concluded)."""
     if not check.passed:
         return "inconclusive", "manipulation check failed: " + "; ".join(check.failures)
     d = c.difference
     if d is None:
         return "inconclusive", "no paired prompts"
-    s = c.predicted
-    lo, hi = (d.low, d.high) if s > 0 else (-d.high, -d.low)  # in the predicted direction: positive = as predicted
     text = f"{d.estimate:+.4f} [{d.low:+.4f}, {d.high:+.4f}] over {d.n} prompts"
     reps = ", ".join(f"r{r} {v:+.4f}" for r, v in sorted(c.per_replicate.items()))
-    if lo > 0 and all(v * s > 0 for v in c.per_replicate.values()):
-        return "supported", f"{text}; every replicate as predicted ({reps})"
-    if hi < smallest_effect:
-        return "refuted at this scale", (f"{text}: an effect of {smallest_effect} in the predicted direction lies "
-                                         f"outside the interval ({reps})")
-    why = "the interval contains 0" if lo <= 0 else "a replicate goes the other way"
-    return "inconclusive", f"{text}: {why} ({reps})"
+    decision, why = classify(d, c.predicted, smallest_effect, list(c.per_replicate.values()))
+    if decision == SUPPORTED:
+        return decision, f"{text}; every replicate as predicted ({reps})"
+    return decision, f"{text}: {why} ({reps})"
 
 
 # ----------------------------------------------------------------------------------------------- calibration

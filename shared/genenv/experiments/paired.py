@@ -13,13 +13,21 @@ replicates is not in the interval (with 2–3 replicates no interval could carry
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
 
 from genenv.contracts.experiments import ExperimentSeries, MemberSeries, SeedBatch
 from genenv.contracts.runs import RunMode
 from genenv.curriculum.reward import in_band
-from genenv.experiments.stats import DEFAULT_CONFIDENCE, Interval, mcnemar_p, mean_ci, paired_diff_ci
+from genenv.experiments.stats import (
+    DEFAULT_CONFIDENCE,
+    Interval,
+    mcnemar_p,
+    mean_ci,
+    paired_diff_ci,
+    replicate_ci,
+)
 
 GENENV = RunMode.GENENV.value
 
@@ -44,6 +52,10 @@ class ReplicateEffect:
     in_band_diff: float
     abs_gap_diff: float
     toward_frontier: float
+    below_alpha: float | None = None
+    """Mean p̂_genenv − p̂_baseline over this replicate's pairs below α (None without one)."""
+    above_alpha: float | None = None
+    """The same over its pairs above α."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,14 @@ class PairedComparison:
     difficulty_below: dict[str, Interval]
     difficulty_above: dict[str, Interval]
     per_replicate: list[ReplicateEffect]
+    replicate_level: dict[str, Interval | None] = field(default_factory=dict)
+    """The primary intervals, at the unit that was randomised: per measure (in_band_diff, abs_gap_diff,
+    toward_frontier, below_alpha, above_alpha), the t interval over the per-replicate estimates (paired by replicate
+    seed; stats.replicate_ci), None with fewer than two replicates that have the measure. The seed-batch intervals
+    above are secondary: they are conditional on the simulators these replicates trained."""
+
+
+REPLICATE_MEASURES: Final = ("in_band_diff", "abs_gap_diff", "toward_frontier", "below_alpha", "above_alpha")
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,8 @@ class Dose:
     """Tasks written by a trained simulator adapter."""
     total_tasks: int
     early_stops: int
+    mode: str = GENENV
+    """genenv, or generic_rwr (the control trained at the same dose)."""
 
 
 def _valid(batch: SeedBatch) -> bool:
@@ -171,12 +193,20 @@ def compare(
     per_rep = []
     for r in reps:
         mine = [i for i, p in enumerate(pairs) if p.replicate == r]
+        below_r = [_p(p.a) - _p(p.b) for p in below if p.replicate == r]
+        above_r = [_p(p.a) - _p(p.b) for p in above if p.replicate == r]
         per_rep.append(ReplicateEffect(
             replicate=r, pairs=len(mine),
             in_band_diff=sum(a_in[i] - b_in[i] for i in mine) / len(mine),
             abs_gap_diff=sum(gaps_a[i] - gaps_b[i] for i in mine) / len(mine),
             toward_frontier=sum(signed[i] for i in mine) / len(mine),
+            below_alpha=sum(below_r) / len(below_r) if below_r else None,
+            above_alpha=sum(above_r) / len(above_r) if above_r else None,
         ))
+    level: dict[str, Interval | None] = {}
+    for key in REPLICATE_MEASURES:
+        values = [v for r in per_rep if (v := getattr(r, key)) is not None]
+        level[key] = replicate_ci(values, confidence)
     return PairedComparison(
         baseline=baseline, epochs=epochs, pairs=len(pairs),
         in_band_genenv=sum(a_in) / len(a_in) if a_in else None,
@@ -189,6 +219,7 @@ def compare(
         difficulty_below=_difficulty(below, confidence),
         difficulty_above=_difficulty(above, confidence),
         per_replicate=per_rep,
+        replicate_level=level,
     )
 
 
@@ -226,22 +257,83 @@ def member_dose(member: MemberSeries) -> Dose:
         used_steps=sum(j.steps for j in used), used_examples=sum(j.examples_seen for j in used),
         pool_sizes=[j.pool_size or 0 for j in used], kl_to_base=newest.kl_to_base if newest else None,
         trained_tasks=sum(j.tasks_written for j in trained), total_tasks=total,
-        early_stops=sum(j.early_stopped for j in sim),
+        early_stops=sum(j.early_stopped for j in sim), mode=member.mode.value,
     )
 
 
 def doses(series: ExperimentSeries) -> list[Dose]:
-    """The dose of every genenv member, by replicate."""
-    return [member_dose(m) for m in sorted(series.members, key=lambda m: m.replicate) if m.mode.value == GENENV]
+    """The dose of every member whose simulator trains (genenv, then generic_rwr), by replicate."""
+    order = {GENENV: 0, RunMode.GENERIC_RWR.value: 1}
+    return [member_dose(m) for m in sorted(series.members, key=lambda m: (order.get(m.mode.value, 2), m.replicate))
+            if m.mode.value in order]
+
+
+def _who(d: Dose) -> str:
+    return "" if d.mode == GENENV else f"{d.mode} "
 
 
 def dose_line(d: Dose) -> str:
-    """One sentence per genenv member for the report."""
+    """One sentence per genenv (or generic_rwr) member for the report."""
     if not d.used_updates:
-        return (f"replicate {d.replicate} (`{d.run_id}`): no trained simulator wrote tasks — {d.updates} update(s) "
-                f"took steps, none was used before the run ended; genenv was the random simulator here")
+        return (f"{_who(d)}replicate {d.replicate} (`{d.run_id}`): no trained simulator wrote tasks — {d.updates} "
+                f"update(s) took steps, none was used before the run ended; {d.mode} was the random simulator here")
     kl = "–" if d.kl_to_base is None else f"{d.kl_to_base:.3g}"
-    return (f"replicate {d.replicate} (`{d.run_id}`): {d.used_steps} RWR step(s) on {d.used_examples} examples in "
+    return (f"{_who(d)}replicate {d.replicate} (`{d.run_id}`): {d.used_steps} RWR step(s) on {d.used_examples} "
+            f"examples in "
             f"{d.used_updates} update(s) whose adapters wrote tasks (pools {', '.join(map(str, d.pool_sizes))}); "
             f"{d.trained_tasks} of {d.total_tasks} tasks written by a trained simulator; KL to the base simulator "
             f"{kl}; {d.updates - d.used_updates} update(s) never used; {d.early_stops} stopped by the KL cap")
+
+
+# ------------------------------------------------------------------------------------------- repeats, both sides
+
+
+def fresh_series(series: ExperimentSeries) -> ExperimentSeries:
+    """The series on non-repeated tasks: every seed batch's k, n and p̂ over its valid tasks that do not repeat a
+    valid task of an earlier epoch of the run (p̂ None when none of them was attempted, so the pair is left out)."""
+    members = [
+        m.model_copy(update={"seed_batches": [
+            b.model_copy(update={"k": b.fresh_k, "n": b.fresh_n,
+                                 "p_hat": b.fresh_k / b.fresh_n if b.fresh_n else None,
+                                 "valid_tasks": b.valid_tasks - b.repeated_tasks, "repeated_tasks": 0})
+            for b in m.seed_batches]})
+        for m in series.members
+    ]
+    return series.model_copy(update={"members": members})
+
+
+@dataclass(frozen=True)
+class SideEffect:
+    """genenv − baseline p̂ on the seed batches of the difficulty groups pre-registered on one side of α."""
+
+    baseline: str
+    side: str
+    """'above' (predicted < 0: harder tasks) or 'below' (predicted > 0: easier tasks)."""
+    tasks: str
+    """'non-repeated' (the primary) or 'all'."""
+    pairs: int
+    per_replicate: dict[int, float]
+    replicate_level: Interval | None
+    """The primary interval: t over the per-replicate estimates (stats.replicate_ci)."""
+    seed_batches: Interval | None
+    """Secondary: paired over the seed batches."""
+
+
+def side_effects(
+    pairs: Sequence[BatchPair], baseline: str, sides: Mapping[str, str], tasks: str,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[SideEffect]:
+    """Per side of α (by each pair's seed group's pre-registered side, never by its outcome), the p̂ difference."""
+    out: list[SideEffect] = []
+    for side in ("above", "below"):
+        mine = [p for p in pairs if p.a.group is not None and sides.get(p.a.group) == side]
+        per_rep: dict[int, float] = {}
+        for r in sorted({p.replicate for p in mine}):
+            d = [_p(p.a) - _p(p.b) for p in mine if p.replicate == r]
+            per_rep[r] = sum(d) / len(d)
+        out.append(SideEffect(
+            baseline=baseline, side=side, tasks=tasks, pairs=len(mine), per_replicate=per_rep,
+            replicate_level=replicate_ci(list(per_rep.values()), confidence),
+            seed_batches=_diff([_p(p.a) for p in mine], [_p(p.b) for p in mine], confidence),
+        ))
+    return out

@@ -16,7 +16,7 @@ from genenv.experiments.analysis import (
     ExperimentResult,
     band_text,
 )
-from genenv.experiments.paired import PairedComparison, dose_line
+from genenv.experiments.paired import REPLICATE_MEASURES, PairedComparison, dose_line
 from genenv.experiments.series import EPOCH_METRICS
 from genenv.experiments.stats import Interval
 
@@ -97,6 +97,15 @@ def _paired_section(result: ExperimentResult) -> list[str]:
     lines = ["", "## Paired seed batches (genenv − baseline on the same replicate, epoch and seed)", ""]
     if not result.paired and not result.aa_checks:
         return [*lines, f"{NOT_MEASURED}: needs genenv and a baseline with scored seed batches."]
+    primary = [[c.baseline, str(len(c.per_replicate)),
+                *(_fmt_iv(c.replicate_level.get(k), signed=True) for k in REPLICATE_MEASURES)] for c in result.paired]
+    if primary:
+        lines += ["Over training runs (the primary intervals: each replicate is one trained simulator, so the "
+                  "interval is a t interval over the per-replicate estimates, paired by replicate seed; "
+                  "– with fewer than two replicates):", ""]
+        lines += _table(["baseline", "replicates", "in-band difference", "Δ|p̂ − α|", "toward the frontier",
+                         "Δp̂ below α", "Δp̂ above α"], primary)
+        lines += ["", "Over seed batches (secondary: conditional on the simulators these replicates trained):", ""]
     lines += _table(header, _paired_rows([*result.aa_checks, *result.paired]))
     lines += ["", "Epochs '0' is the A/A check: no simulator has been trained yet, so its differences are noise by "
               "construction and an interval there that excludes 0 is a false alarm of the method.", ""]
@@ -110,10 +119,38 @@ def _paired_section(result: ExperimentResult) -> list[str]:
     return lines
 
 
+def _repeats_section(result: ExperimentResult) -> list[str]:
+    """Repeat shares and in-band yield per mode; the paired effects on non-repeated tasks; the two-sided endpoints."""
+    lines = ["", "## Repeats, yield and non-repeated tasks", "",
+             "Repeat share: valid tasks of epochs ≥ 1 that repeat, word for word (the domain's canonical form, "
+             "whitespace normalised), a valid task of an earlier epoch of the same run. In-band yield: valid tasks of "
+             "in-band seed batches per 1,000 valid agent attempts (epochs ≥ 1). Mean [t interval] over replicates.",
+             ""]
+    lines += _table(["mode", "repeat share", "in-band tasks per 1,000 attempts"],
+                    [[mode, _fmt_iv(m.get("repeat_share")), _fmt_iv(m.get("in_band_per_1000_attempts"), 1)]
+                     for mode, m in result.mode_measures.items()])
+    fresh = [[c.baseline, str(c.pairs), *(_fmt_iv(c.replicate_level.get(k), signed=True)
+                                          for k in REPLICATE_MEASURES)] for c in result.paired_fresh]
+    if fresh:
+        lines += ["", "On non-repeated tasks only (each seed batch's p̂ over its valid tasks that repeat nothing; "
+                  "intervals over training runs):", ""]
+        lines += _table(["baseline", "pairs", "in-band difference", "Δ|p̂ − α|", "toward the frontier",
+                         "Δp̂ below α", "Δp̂ above α"], fresh)
+    if result.sides:
+        lines += ["", "Both sides of α, by the pre-registered side of each difficulty group (genenv − baseline p̂; "
+                  "above: predicted < 0, below: predicted > 0):", ""]
+        lines += _table(["baseline", "side", "tasks", "pairs", "over replicates (primary)", "over seed batches",
+                         "per replicate"],
+                        [[s.baseline, s.side, s.tasks, str(s.pairs), _fmt_iv(s.replicate_level, signed=True),
+                          _fmt_iv(s.seed_batches, signed=True),
+                          ", ".join(f"r{r} {v:+.3f}" for r, v in s.per_replicate.items())] for s in result.sides])
+    return lines
+
+
 def _dose_section(result: ExperimentResult) -> list[str]:
     if not result.doses:
         return []
-    return ["", "## Dose (genenv's simulator updates that later wrote tasks)", "",
+    return ["", "## Dose (simulator updates that later wrote tasks: genenv, and generic_rwr at the same settings)", "",
             *(f"- {dose_line(d)}" for d in result.doses)]
 
 
@@ -238,9 +275,10 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
         f"- intervals: {conf} Student-t intervals. Per-mode cells: over replicates (n = replicates); effects: "
         "paired — per-member measures by replicate (replicate r of every mode draws the same seeds), seed batches "
         "by (replicate, epoch, seed), with the paired permutation test's p (McNemar's exact test for in-band "
-        "share). Epoch 0 is an A/A check (no simulator trained yet) and is left out of every effect. A zero-width "
-        "interval (one replicate, or no spread) states no uncertainty. Cells show mean [low, high]; (n = k) marks "
-        "cells with fewer replicates than the mode has.",
+        "share). The verdicts use the interval over training runs (per-replicate estimates), the seed-batch "
+        "intervals are secondary. Epoch 0 is an A/A check (no simulator trained yet) and is left out of every "
+        "effect. A zero-width interval (one replicate, or no spread) states no uncertainty. Cells show mean "
+        "[low, high]; (n = k) marks cells with fewer replicates than the mode has.",
     ]
     if series.difficulty_measures:
         lines.append(
@@ -254,6 +292,7 @@ def render_markdown(series: ExperimentSeries, result: ExperimentResult, figures:
 
     lines += _effects_section(result)
     lines += _paired_section(result)
+    lines += _repeats_section(result)
     lines += _dose_section(result)
     lines += _efficiency_section(result)
     lines += ["", "## Hypotheses", ""]

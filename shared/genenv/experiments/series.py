@@ -28,6 +28,7 @@ from genenv.contracts.experiments import (
     TrainJobSummary,
 )
 from genenv.contracts.runs import RunMode
+from genenv.curriculum.repeats import repeat_flags, repeat_key
 
 if TYPE_CHECKING:  # the plug-in interface only: measuring needs the caller's resolved Domain, never the registry
     from genenv.domains.base import Domain
@@ -77,6 +78,8 @@ class EpochDifficulty:
     tasks: Measured = field(default_factory=Measured)
     batches: dict[str, Measured] = field(default_factory=dict)
     groups: dict[str, str | None] = field(default_factory=dict)
+    keyed: list[tuple[str, str, int, int]] = field(default_factory=list)
+    """Each valid task as (seed id, repeat key, k, n): what the repeat measure compares across epochs."""
 
 
 def measure(tasks: Iterable[PayloadRecord], seeds: Iterable[PayloadRecord], domain: Domain) -> dict[
@@ -88,6 +91,7 @@ def measure(tasks: Iterable[PayloadRecord], seeds: Iterable[PayloadRecord], doma
         values = domain.difficulty(t.payload)
         d.tasks.add(values)
         d.batches.setdefault(t.seed_id, Measured()).add(values)
+        d.keyed.append((t.seed_id, repeat_key(domain.canonical_task(t.payload)), t.k, t.n))
     for s in seeds:
         out.setdefault((s.run_id, s.epoch), EpochDifficulty()).groups[s.seed_id] = domain.difficulty_group(s.payload)
     return out
@@ -136,11 +140,37 @@ class DifficultyMemo:
         return out
 
 
+# --------------------------------------------------------------------------------------------------------- repeats
+
+
+@dataclass
+class Repeats:
+    """One run's repeats: per epoch (valid tasks, repeated tasks); per (epoch, seed) (repeated, fresh k, fresh n)."""
+
+    epochs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    batches: dict[tuple[int, str], tuple[int, int, int]] = field(default_factory=dict)
+
+
+def run_repeats(run_id: str, measured: Mapping[EpochKey, EpochDifficulty]) -> Repeats:
+    """Which of a run's valid tasks repeat a valid task of an earlier epoch (genenv.curriculum.repeats), counted
+    per epoch and per seed batch with the success counts of the batch's other (non-repeated) tasks."""
+    tasks = [(epoch, seed, key, k, n) for (run, epoch), d in sorted(measured.items()) if run == run_id
+             for seed, key, k, n in d.keyed]
+    flags = repeat_flags([(run_id, epoch, key) for epoch, _, key, _, _ in tasks])
+    out = Repeats()
+    for (epoch, seed, _, k, n), repeated in zip(tasks, flags, strict=True):
+        valid, rep = out.epochs.get(epoch, (0, 0))
+        out.epochs[epoch] = (valid + 1, rep + repeated)
+        r, fk, fn = out.batches.get((epoch, seed), (0, 0, 0))
+        out.batches[(epoch, seed)] = (r + 1, fk, fn) if repeated else (r, fk + k, fn + n)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------- members
 
 
 def _member_epochs(
-    records: ExperimentRecords, run_id: str, measured: Mapping[EpochKey, EpochDifficulty]
+    records: ExperimentRecords, run_id: str, measured: Mapping[EpochKey, EpochDifficulty], repeats: Repeats
 ) -> list[MemberEpoch]:
     evals: dict[int, EvaluationMetrics] = {e.epoch: e.metrics for e in records.evaluations if e.run_id == run_id}
     out: list[MemberEpoch] = []
@@ -156,19 +186,23 @@ def _member_epochs(
             generated_tasks_so_far=e.summary.generated_tasks_so_far,
             mean_response_tokens=e.summary.mean_response_tokens,
             difficulty=difficulty.tasks.means() if difficulty else {},
+            valid_tasks=repeats.epochs.get(e.epoch, (0, 0))[0],
+            repeated_tasks=repeats.epochs.get(e.epoch, (0, 0))[1],
         ))
     return out
 
 
 def _seed_batches(
-    records: ExperimentRecords, run_id: str, measured: Mapping[EpochKey, EpochDifficulty]
+    records: ExperimentRecords, run_id: str, measured: Mapping[EpochKey, EpochDifficulty], repeats: Repeats
 ) -> list[SeedBatch]:
     out: list[SeedBatch] = []
     for s in (s for s in records.scores if s.run_id == run_id):
         d = measured.get((run_id, s.epoch), EpochDifficulty())
         batch = d.batches.get(s.seed_id, Measured())
+        repeated, fresh_k, fresh_n = repeats.batches.get((s.epoch, s.seed_id), (0, 0, 0))
         out.append(SeedBatch(epoch=s.epoch, seed_id=s.seed_id, group=d.groups.get(s.seed_id), k=s.k, n=s.n,
-                             p_hat=s.p_hat, in_band=s.in_band, valid_tasks=batch.count, difficulty=batch.means()))
+                             p_hat=s.p_hat, in_band=s.in_band, valid_tasks=batch.count, difficulty=batch.means(),
+                             repeated_tasks=repeated, fresh_k=fresh_k, fresh_n=fresh_n))
     return out
 
 
@@ -194,11 +228,12 @@ def build_series(
     if measured is None:
         measured = measure(records.tasks, records.seeds, domain)
     template = records.spec.template
+    repeats = {m.run_id: run_repeats(m.run_id, measured) for m in records.members}
     members = [
         MemberSeries(
             run_id=m.run_id, mode=m.mode, replicate=m.replicate, status=m.status,
-            epochs=_member_epochs(records, m.run_id, measured),
-            seed_batches=_seed_batches(records, m.run_id, measured),
+            epochs=_member_epochs(records, m.run_id, measured, repeats[m.run_id]),
+            seed_batches=_seed_batches(records, m.run_id, measured, repeats[m.run_id]),
             train_jobs=[_train_job(j, records.written.get(m.run_id, {}))
                         for j in records.train_jobs if j.run_id == m.run_id],
         )
@@ -211,6 +246,7 @@ def build_series(
         heldout_benchmark=template.eval_benchmarks[0] if template.eval_benchmarks else None,
         difficulty_measures=dict(domain.difficulty_measures), members=members,
         modes=mode_series(members), heldout_target=heldout_target(members),
+        level_sides=dict(records.spec.level_sides),
     )
 
 

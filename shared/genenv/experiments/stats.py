@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -24,6 +24,14 @@ DEFAULT_CONFIDENCE: Final = 0.95
 PERMUTATIONS: Final = 9999
 """Sign flips drawn by the paired permutation test when 2^n exceeds it (below, every flip is enumerated)."""
 DEFAULT_SEED: Final = 0
+
+Decision = Literal[
+    "supported", "detected, below the smallest effect of interest", "refuted at this scale", "inconclusive"
+]
+SUPPORTED: Final = "supported"
+DETECTED_BELOW: Final = "detected, below the smallest effect of interest"
+REFUTED: Final = "refuted at this scale"
+INCONCLUSIVE: Final = "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -137,3 +145,42 @@ def ols_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     dx = x - x.mean()
     slope = float(np.sum(dx * (y - y.mean())) / np.sum(dx * dx))
     return slope if math.isfinite(slope) else None
+
+
+def replicate_ci(
+    per_replicate: Sequence[float], confidence: float = DEFAULT_CONFIDENCE, seed: int = DEFAULT_SEED
+) -> Interval | None:
+    """The interval at the unit that was randomised: a t interval over per-replicate paired differences.
+
+    Each replicate is one training run (one trained simulator), and replicate r of both modes shares its seeds, so
+    each replicate's own estimate (its mean paired difference over seed batches) is one paired observation; the
+    spread between them carries the training randomness that seed-batch intervals leave out. None with fewer than
+    two replicates: one training run cannot carry a claim about training runs. Its p is the sign-flip test's.
+    """
+    if len(per_replicate) < 2:
+        return None
+    iv = mean_ci(per_replicate, confidence)
+    return Interval(iv.estimate, iv.low, iv.high, iv.n, None, iv.degenerate, sign_flip_p(per_replicate, seed))
+
+
+def classify(
+    iv: Interval, predicted: float, smallest_effect: float, per_replicate: Sequence[float] = ()
+) -> tuple[Decision, str]:
+    """The pre-registered decision on an interval of an effect predicted to have the sign of ``predicted``.
+
+    supported: the interval lies on the predicted side of 0, every replicate's estimate has the predicted sign
+    and the estimate is at least ``smallest_effect``; detected, below the smallest effect of interest: the same,
+    but the estimate is smaller than ``smallest_effect`` (an effect exists, smaller than what matters); refuted at
+    this scale: the interval excludes an effect of ``smallest_effect`` in the predicted direction; inconclusive
+    otherwise. Returns the decision and why (for the report's reason text).
+    """
+    s = 1.0 if predicted > 0 else -1.0
+    lo, hi = (iv.low, iv.high) if s > 0 else (-iv.high, -iv.low)  # in the predicted direction: positive = as predicted
+    if lo > 0 and all(v * s > 0 for v in per_replicate):
+        if iv.estimate * s < smallest_effect:
+            return DETECTED_BELOW, (f"the interval excludes 0 but the estimate is smaller than the smallest effect "
+                                    f"of interest ({smallest_effect})")
+        return SUPPORTED, "the interval excludes 0 on the predicted side and every replicate agrees"
+    if hi < smallest_effect:
+        return REFUTED, f"an effect of {smallest_effect} in the predicted direction lies outside the interval"
+    return INCONCLUSIVE, "the interval contains 0" if lo <= 0 else "a replicate goes the other way"

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fnd_helpers import Api
 
+from genenv.contracts.runs import RunMode
 from genenv.rejections import REJECTION_HINTS, UNKNOWN_HINT
 
 
@@ -103,7 +104,8 @@ async def test_dashboard_experiment_view_uses_the_report_mode_colours(api: Api) 
     style = (await _anonymous(api, "/dashboard/dashboard.css")).text
     colours = _report_mode_colours()
     assert colours == {"genenv": "#1f77b4", "random_simulator": "#ff7f0e", "static_augmentation": "#2ca02c",
-                       "agent_only": "#7f7f7f"}
+                       "agent_only": "#7f7f7f", "generic_rwr": "#9467bd"}
+    assert set(colours) == {m.value for m in RunMode}  # every mode has its colour in the report and the dashboard
     for mode, colour in colours.items():
         # The script knows the mode (so it gets class m-<mode>, not the fallback) and the stylesheet colours it.
         assert f'"{mode}"' in script.split("const MODE_ORDER = [", 1)[1].split("]", 1)[0], mode

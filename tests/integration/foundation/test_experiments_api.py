@@ -13,7 +13,7 @@ from fnd_helpers import Api, run_status
 from genenv.contracts.epochs import EpochPhase, EpochSummary
 from genenv.contracts.runs import RunStatus
 from genenv.db.engine import make_engine, make_session_factory, session_scope
-from genenv.db.models import EpochRow, EvaluationRow, RunRow, TaskRow
+from genenv.db.models import CurriculumScoreRow, EpochRow, EvaluationRow, RunRow, TaskRow, TaskStatRow
 from genenv.db.repositories import experiments
 from genenv.settings import GenEnvSettings
 
@@ -179,8 +179,14 @@ async def test_series_reads_summaries_evaluations_and_task_difficulty(api: Api, 
                                 metrics={"overall": {"accuracy": 0.25 * (epoch + 1)},
                                          "categories": {"1d-add": {"accuracy": 0.5}, "2d-add": {"accuracy": None}}}))
             for variation, expression in enumerate(("1 + 2", "12 * 3") if epoch else ("1 + 2", "3 + 4")):
-                s.add(TaskRow(run_id=run_id, epoch=epoch, seed_id="s", domain="arithmetic", variation=variation,
-                              status="valid", payload={"expression": expression}))
+                task = TaskRow(run_id=run_id, epoch=epoch, seed_id="s", domain="arithmetic", variation=variation,
+                               status="valid", payload={"expression": expression})
+                s.add(task)
+                s.flush()  # task_stat: epoch 1's "1 + 2" (a repeat of epoch 0's) 5/8, its "12 * 3" 1/8
+                k = (5 if variation == 0 else 1) if epoch else 2
+                s.add(TaskStatRow(task_id=task.id, n=8, k=k, p_hat=k / 8, p_beta=(k + 1) / 10))
+            s.add(CurriculumScoreRow(run_id=run_id, epoch=epoch, seed_id="s", k=6 if epoch else 4, n=16,
+                                     p_hat=(6 if epoch else 4) / 16, in_band=False))
             s.add(TaskRow(run_id=run_id, epoch=epoch, seed_id="s", domain="arithmetic", variation=9,
                           status="rejected", payload=None, rejection_reason="not_json"))
         # An epoch still open is not part of the series.
@@ -198,5 +204,9 @@ async def test_series_reads_summaries_evaluations_and_task_difficulty(api: Api, 
     assert e1["generated_tasks_so_far"] == 16 and e1["mean_response_tokens"] == 11.0
     assert e0["difficulty"] == {"operand_digits": 1.0, "operators": 1.0, "has_mul": 0.0}
     assert e1["difficulty"] == {"operand_digits": 1.5, "operators": 1.0, "has_mul": 0.5}
+    # Repeats: epoch 1's "1 + 2" repeats epoch 0's; the batch's fresh counts are the other task's own (task_stat).
+    assert (e0["valid_tasks"], e0["repeated_tasks"], e1["valid_tasks"], e1["repeated_tasks"]) == (2, 0, 2, 1)
+    b1 = next(b for b in member["seed_batches"] if b["epoch"] == 1)
+    assert (b1["k"], b1["n"], b1["repeated_tasks"], b1["fresh_k"], b1["fresh_n"]) == (6, 16, 1, 1, 8)
     other = next(m for m in series["members"] if m["run_id"] != run_id)
     assert other["epochs"] == []

@@ -215,3 +215,53 @@ def test_a_cancelled_run_trains_nothing(sessions, db_url: str, tiny_model_dir: P
     assert result.job.status is JobStatus.SKIPPED and "cancelled" in result.job.metrics["reason"]
     assert adapters_of(sessions, run) == []
     assert not (tmp_path / run).exists()
+
+
+def _generic_epoch(sessions, cfg, epoch: int, run: str | None = None) -> str:
+    """Four out-of-band groups (agent_epoch) plus three in-band generations (seed-c twice, seed-d once)."""
+    run = agent_epoch(sessions, cfg, epoch=epoch, run=run)
+    with session_scope(sessions) as s:
+        add_group(s, run, epoch, "seed-c", 0, [1.0, 0.0, 1.0, 0.0])
+        add_group(s, run, epoch, "seed-c", 1, [1.0, 0.0, 0.0, 1.0])
+        add_group(s, run, epoch, "seed-d", 0, [1.0, 0.0, 0.0, 1.0, 0.0])
+    with session_scope(sessions) as s:
+        scores.score_epoch(s, run, epoch)
+    return run
+
+
+def test_generic_rwr_pool_is_random_size_matched_and_unweighted(sessions, tiny_model_dir: Path) -> None:
+    from genenv_trainer import inputs
+
+    cfg = run_config(tiny_model_dir, mode=RunMode.GENERIC_RWR)
+    run = _generic_epoch(sessions, cfg, 0)
+    with session_scope(sessions) as s:
+        band = inputs.pool_generations(s, run, 0, max_size=100)
+        picks = {seed: inputs.generic_pool_generations(s, run, 0, max_size=100, seed=seed) for seed in range(40)}
+    assert len(band) == 3  # what genenv's band rule selects from this epoch
+    assert all(len(p) == 3 and all(g.weight == 1.0 for g in p) for p in picks.values())
+    drawn = {g.task_id for p in picks.values() for g in p}
+    assert len(drawn) == 7  # every one of the epoch's 7 valid generations is drawn by some seed, not only in-band
+    assert {g.task_id for g in band} != {g.task_id for g in picks[0]} or len(
+        {frozenset(g.task_id for g in p) for p in picks.values()}) > 1
+    # Next epoch: the pool grows by that epoch's band count and keeps epoch 0's picks.
+    _generic_epoch(sessions, cfg, 1, run=run)
+    with session_scope(sessions) as s:
+        later = inputs.generic_pool_generations(s, run, 1, max_size=100, seed=5)
+        recent = inputs.generic_pool_generations(s, run, 1, max_size=100, seed=5, recent_epochs=1)
+        capped = inputs.generic_pool_generations(s, run, 1, max_size=4, seed=5)
+    assert [g.epoch for g in later] == [1, 1, 1, 0, 0, 0]
+    assert {g.task_id for g in later if g.epoch == 0} == {g.task_id for g in picks[5]}
+    assert [g.epoch for g in recent] == [1, 1, 1] and [g.epoch for g in capped] == [1, 1, 1, 0]
+
+
+def test_train_simulator_in_generic_rwr_trains_at_the_same_dose(
+    sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    cfg = run_config(tiny_model_dir, mode=RunMode.GENERIC_RWR)
+    run = _generic_epoch(sessions, cfg, 0)
+    res = run_train_job(sessions, settings_for(db_url, tmp_path), job(sessions, run, 0, JobKind.TRAIN_SIMULATOR))
+    m = res.job.metrics
+    assert res.job.status is JobStatus.DONE and res.job.adapter_version == 1
+    assert m["pool_size"] == 3 and m["steps"] == 1 and m["examples_seen"] == 3  # genenv's test above: the same
+    assert m["weight_max"] == m["weight_min"] == 1.0
+    assert adapters_of(sessions, run) == [("simulator", 1, None)]

@@ -72,6 +72,18 @@ def test_decision_rules() -> None:
     assert verdict == "inconclusive" and "manipulation check failed: A trained on 3" in why
 
 
+def test_an_effect_detected_but_below_the_smallest_effect_of_interest_has_its_own_label() -> None:
+    # Exp 1's E1 as measured: −0.0172 [−0.0315, −0.0030], r8201 −0.0254, r8202 −0.0091, smallest effect 0.02.
+    e1 = Contrast("E1", "A", "C", "abs_gap", -1, Interval(-0.0172, -0.0315, -0.0030, 448), {8201: -0.0254,
+                                                                                          8202: -0.0091}, 0)
+    verdict, why = decide(e1, OK, 0.02)
+    assert verdict == "detected, below the smallest effect of interest", why
+    assert "smaller than the smallest effect of interest (0.02)" in why
+    # An interval touching 0 is not a detection; an estimate beyond the smallest effect of interest is supported.
+    assert decide(_c(-0.04, 0.0, {1: -0.03}), OK, 0.02)[0] == "inconclusive"
+    assert decide(_c(-0.044, -0.004, {1: -0.03}), OK, 0.02)[0] == "supported"
+
+
 def test_manipulation_check_names_every_failure() -> None:
     base = summarise_arm("base", [_prompt("p", [1, 2, 3, 0]), _prompt("q", [0, 0, 1, 1])], 0.5, 0.1)
     same = summarise_arm("A", [_prompt("p", [1, 2, 3, 0]), _prompt("q", [0, 0, 1, 1])], 0.5, 0.1)

@@ -247,6 +247,43 @@ def test_pulling_away_from_alpha_refutes_and_no_difference_is_inconclusive() -> 
     assert _status(weak, "H1") != "supported"
 
 
+def _three(pull: list[float]) -> ExperimentSeries:
+    """genenv and random_simulator with three replicates each, genenv pulled ``pull[r]`` of the way to α."""
+    extra = _rows([0.2, 0.21, 0.22], [0.1, 0.1, 0.1], [0.40, 0.41, 0.42])
+    return _series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: [*_random(), extra]}, pull=pull)
+
+
+def test_the_primary_interval_is_over_training_runs_not_seed_batches() -> None:
+    # Two replicates pulled 0.5 and 0.05 of the way to α: every seed-batch interval lies far below 0 and both
+    # replicates agree in sign, but two training runs this far apart do not carry the claim.
+    result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=[0.5, 0.05]),
+                     FAST)
+    (c,) = result.paired
+    assert c.abs_gap_diff is not None and c.abs_gap_diff.high < 0  # the secondary, seed-batch interval
+    primary = c.replicate_level["abs_gap_diff"]
+    assert primary is not None and primary.n == 2 and primary.low < 0 < primary.high
+    assert primary.estimate == pytest.approx(sum(r.abs_gap_diff for r in c.per_replicate) / 2)
+    assert _status(result, "H1") == "inconclusive", _reason(result, "H1")
+    assert "over 2 replicates" in _reason(result, "H1") and "seed batches (secondary)" in _reason(result, "H1")
+
+
+def test_a_small_but_consistent_effect_is_detected_below_the_smallest_effect_of_interest() -> None:
+    # Pulled 4–5 % of the way to α: |p̂ − α| shrinks by ≈ 0.011–0.014 in every replicate; the interval over the
+    # three runs excludes 0, the estimate is below H1's smallest effect of interest (0.02).
+    result = analyse(_three([0.04, 0.05, 0.045]), FAST)
+    primary = result.paired[0].replicate_level["abs_gap_diff"]
+    assert primary is not None and primary.high < 0 and -0.02 < primary.estimate
+    assert _status(result, "H1") == "detected, below the smallest effect of interest", _reason(result, "H1")
+    assert _verdict(result, "H1") is None
+    assert _status(analyse(_three([0.5, 0.45, 0.55]), FAST), "H1") == "supported"
+
+
+def test_one_replicate_cannot_carry_a_claim() -> None:
+    one = _series({RunMode.GENENV: _genenv()[:1], RunMode.RANDOM_SIMULATOR: _random()[:1]})
+    result = analyse(one, FAST)
+    assert _status(result, "H2") == "inconclusive" and "one training run" in _reason(result, "H2")
+
+
 def test_without_a_dose_the_comparison_is_inconclusive_whatever_it_shows() -> None:
     result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, dosed=False), FAST)
     for h in ("H1", "H2", "H4"):
@@ -343,7 +380,8 @@ def test_write_report_writes_markdown_json_and_figures(tmp_path: Path) -> None:
     assert result["paired"][0]["pairs"] == 40 and result["doses"][0]["used_updates"] == 2
     member = report["members"][0]
     assert member["seed_batches"][0] == {"epoch": 0, "seed_id": "s0", "group": None, "k": 2, "n": 40, "p_hat": 0.05,
-                                         "in_band": False, "valid_tasks": 4, "difficulty": {"operand_digits": 2.9}}
+                                         "in_band": False, "valid_tasks": 4, "difficulty": {"operand_digits": 2.9},
+                                         "repeated_tasks": 0, "fresh_k": 0, "fresh_n": 0}
     assert member["train_jobs"][0]["tasks_written"] == 40
     assert set(report["figures"]) == names
 
@@ -362,3 +400,63 @@ def test_package_imports_only_pure_dependencies() -> None:
             )
             for name in names:
                 assert not name.startswith(forbidden), f"{path.name} imports {name}"
+
+
+def _two_sided(shift: list[float], *, from_repeats: bool = False) -> ExperimentSeries:
+    """genenv vs random_simulator, 3 replicates × 3 epochs × 8 seeds: 4 'easy' seeds (p̂ 0.7, pre-registered above
+    α = 0.5) and 4 'hard' (p̂ 0.2, below). From epoch 1 genenv's p̂ moves ``shift[r]`` toward α on both sides. With
+    ``from_repeats`` the move comes only from tasks repeating an earlier epoch: its non-repeated tasks score as
+    random_simulator's."""
+    members = []
+    for mode in (RunMode.GENENV, RunMode.RANDOM_SIMULATOR):
+        for r, d in enumerate(shift):
+            batches = []
+            for epoch in range(3):
+                for i in range(8):
+                    group, base = ("easy", 0.7) if i < 4 else ("hard", 0.2)
+                    moved = mode is RunMode.GENENV and epoch >= 1
+                    p = base + (d if group == "hard" else -d) if moved else base
+                    k = round(p * 32)
+                    fresh_k, fresh_n, repeated = (round(base * 16), 16, 2) if moved and from_repeats else (k, 32, 0)
+                    batches.append(SeedBatch(epoch=epoch, seed_id=f"s{i}", group=group, k=k, n=32, p_hat=k / 32,
+                                             in_band=abs(k / 32 - 0.5) <= 0.25, valid_tasks=4, repeated_tasks=repeated,
+                                             fresh_k=fresh_k, fresh_n=fresh_n))
+            members.append(MemberSeries(
+                run_id=f"{mode.value}-{r}", mode=mode, replicate=r, status=RunStatus.COMPLETED,
+                epochs=[MemberEpoch(epoch=e, p_hat=0.45, in_band_share=0.5, valid_tasks=32,
+                                    repeated_tasks=(8 if from_repeats and mode is RunMode.GENENV and e else 0))
+                        for e in range(3)],
+                seed_batches=batches, train_jobs=_jobs(f"{mode.value}-{r}", mode is RunMode.GENENV)))
+    return ExperimentSeries(experiment_id="two", name="two-sided", status=ExperimentStatus.COMPLETED,
+                            domain="arithmetic", alpha=0.5, k_min=0.25, epochs=3, agent_trains=False,
+                            members=members, level_sides={"easy": "above", "hard": "below"})
+
+
+def test_two_sided_endpoints_use_the_pre_registered_sides_on_non_repeated_tasks() -> None:
+    result = analyse(_two_sided([0.10, 0.125, 0.15]), FAST)
+    assert _status(result, "D-above") == "supported" and _status(result, "D-below") == "supported", (
+        _reason(result, "D-above"), _reason(result, "D-below"))
+    above = next(s for s in result.sides if s.baseline == "random_simulator" and s.side == "above"
+                 and s.tasks == "non-repeated")
+    assert above.pairs == 3 * 2 * 4 and above.replicate_level is not None and above.replicate_level.n == 3
+    expected = sum(round((0.7 - d) * 32) - round(0.7 * 32) for d in (0.10, 0.125, 0.15)) / 32 / 3
+    assert above.replicate_level.estimate == pytest.approx(expected) and expected < 0
+    # A move of 0.0625 on one replicate only, 0 on the others: below the smallest effect of interest, not detected.
+    weak = analyse(_two_sided([0.0, 0.0, 0.0625]), FAST)
+    assert _status(weak, "D-below") == "inconclusive"
+
+
+def test_an_effect_made_of_repeats_shows_on_all_tasks_but_not_on_non_repeated_ones() -> None:
+    result = analyse(_two_sided([0.10, 0.125, 0.15], from_repeats=True), FAST)
+    every = next(s for s in result.sides if s.side == "below" and s.tasks == "all")
+    assert every.replicate_level is not None and every.replicate_level.low > 0
+    assert _status(result, "D-below") == "refuted at this scale", _reason(result, "D-below")
+    (fresh,) = result.paired_fresh
+    assert fresh.pairs == 3 * 2 * 8 and fresh.abs_gap_diff is not None and fresh.abs_gap_diff.estimate == 0.0
+    shares = result.mode_measures["genenv"]["repeat_share"]
+    assert shares is not None and shares.estimate == pytest.approx(16 / 64)
+    assert result.mode_measures["random_simulator"]["repeat_share"].estimate == 0.0  # type: ignore[union-attr]
+    per_1000 = result.mode_measures["random_simulator"]["in_band_per_1000_attempts"]
+    # random_simulator: 0.7 and 0.2 are both inside [0.25, 0.75]? 0.7 is, 0.2 is not: 4 of 8 batches × 4 tasks per
+    # 8 × 32 attempts.
+    assert per_1000 is not None and per_1000.estimate == pytest.approx(1000 * 16 / 256)

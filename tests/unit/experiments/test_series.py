@@ -180,3 +180,30 @@ def test_memo_keeps_only_closed_epochs_and_is_bounded() -> None:
 ])
 def test_evaluation_metrics_are_read_one_way(raw: dict[str, Any] | None, score: float | None) -> None:
     assert EvaluationMetrics.parse(raw).headline_score() == score
+
+
+def test_repeats_of_earlier_epochs_are_counted_and_left_out_of_the_fresh_counts() -> None:
+    run = "genenv-0"
+    tasks = [
+        PayloadRecord(run, 0, "a", {"expression": "1 + 2"}, k=3, n=8),
+        PayloadRecord(run, 0, "a", {"expression": "2 + 2"}, k=1, n=8),
+        PayloadRecord(run, 1, "a", {"expression": "1+2"}, k=8, n=8),  # the same canonical form as epoch 0's
+        PayloadRecord(run, 1, "a", {"expression": "3 + 4"}, k=2, n=8),
+        PayloadRecord(run, 1, "b", {"expression": "2 + 2"}, k=6, n=7),  # another seed, still a repeat of the run
+        PayloadRecord(run, 2, "b", {"expression": "5 * 5"}, k=0, n=8),
+        PayloadRecord("random_simulator-0", 1, "a", {"expression": "9 + 9"}, k=4, n=8),
+    ]
+    records = _records({(RunMode.GENENV, 0): DATA[(RunMode.GENENV, 0)],
+                        (RunMode.RANDOM_SIMULATOR, 0): DATA[(RunMode.RANDOM_SIMULATOR, 0)]}, tasks=False)
+    records.tasks.extend(tasks)
+    records.scores.extend([ScoreRecord(run, 1, "a", 10, 16, 10 / 16, False), ScoreRecord(run, 1, "b", 6, 7, 6 / 7,
+                                                                                        False),
+                           ScoreRecord(run, 2, "b", 0, 8, 0.0, False)])
+    series = build_series(records, ArithmeticDomain())
+    g = next(m for m in series.members if m.run_id == run)
+    assert [(e.valid_tasks, e.repeated_tasks) for e in g.epochs] == [(2, 0), (3, 2), (1, 0)]
+    batches = {(b.epoch, b.seed_id): b for b in g.seed_batches}
+    a1, b1 = batches[(1, "a")], batches[(1, "b")]
+    assert (a1.repeated_tasks, a1.fresh_k, a1.fresh_n) == (1, 2, 8)  # only "3 + 4" is new
+    assert (b1.repeated_tasks, b1.fresh_k, b1.fresh_n) == (1, 0, 0)
+    assert (batches[(2, "b")].repeated_tasks, batches[(2, "b")].fresh_n) == (0, 8)

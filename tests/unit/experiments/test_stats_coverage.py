@@ -17,7 +17,7 @@ import pytest
 
 from genenv.contracts.experiments import SeedBatch
 from genenv.experiments.paired import BatchPair, compare
-from genenv.experiments.stats import mcnemar_p, mean_ci, paired_diff_ci
+from genenv.experiments.stats import mcnemar_p, mean_ci, paired_diff_ci, replicate_ci
 
 NOMINAL = 0.05
 
@@ -102,3 +102,48 @@ def test_compare_reports_exactly_the_intervals_simulated_above() -> None:
     assert c.abs_gap_diff is not None and c.toward_frontier is not None
     assert (c.abs_gap_diff.low, c.abs_gap_diff.high) == pytest.approx((gap.low, gap.high))
     assert (c.toward_frontier.low, c.toward_frontier.high) == pytest.approx((frontier.low, frontier.high))
+
+
+def _null_training_runs(rng: np.random.Generator, replicates: int, pairs: int = 80) -> tuple[np.ndarray, np.ndarray]:
+    """Paired seed-batch differences of a null experiment whose replicates are training runs: each trained
+    simulator lands somewhere by chance (a run effect, SD 0.06, mean 0 over runs) and its seed batches differ from
+    the baseline's around it (SD 0.25 per pair). Returns (per-replicate means, all pair differences)."""
+    run_effect = rng.normal(0.0, 0.06, replicates)
+    diffs = run_effect[:, None] + rng.normal(0.0, 0.25, (replicates, pairs))
+    return diffs.mean(axis=1), diffs.ravel()
+
+
+@pytest.mark.parametrize("replicates", [2, 3, 5])
+def test_the_interval_over_training_runs_keeps_nominal_coverage(replicates: int) -> None:
+    rng = np.random.default_rng(20261128 + replicates)
+    sims = 1500
+    run_misses = batch_misses = 0
+    for _ in range(sims):
+        per_rep, pairs = _null_training_runs(rng, replicates)
+        iv = replicate_ci(per_rep.tolist())
+        assert iv is not None and iv.n == replicates
+        run_misses += _excludes_zero(iv.low, iv.high)
+        batch = mean_ci(pairs.tolist())
+        batch_misses += _excludes_zero(batch.low, batch.high)
+    assert run_misses / sims <= _limit(sims), f"{run_misses / sims:.3f} excluded 0 at {replicates} runs"
+    # Why the seed-batch interval is only secondary: it treats 80 × runs pairs as independent, so a run effect
+    # shared by all of a run's pairs makes it exclude 0 in far more than 5 % of these null experiments.
+    assert batch_misses / sims > 0.2, f"seed-batch interval excluded 0 in only {batch_misses / sims:.3f}"
+
+
+def test_compare_puts_the_interval_over_replicates_first() -> None:
+    rng = np.random.default_rng(11)
+    pairs: list[BatchPair] = []
+    for rep in range(3):
+        pa, pb = _null_p_hats(rng, batches=14)
+        for i, (a, b) in enumerate(zip(pa, pb, strict=True)):
+            pairs.append(BatchPair(rep, 1, f"s{i}", SeedBatch(epoch=1, seed_id=f"s{i}", k=0, n=32, p_hat=float(a),
+                                                               in_band=False),
+                                   SeedBatch(epoch=1, seed_id=f"s{i}", k=0, n=32, p_hat=float(b), in_band=False)))
+    c = compare(pairs, "random_simulator", 0.5, 0.25, epochs="≥ 1")
+    for key in ("in_band_diff", "abs_gap_diff", "toward_frontier", "below_alpha"):
+        expected = replicate_ci([getattr(r, key) for r in c.per_replicate])
+        got = c.replicate_level[key]
+        assert got is not None and expected is not None and got.n == 3
+        assert (got.estimate, got.low, got.high) == pytest.approx((expected.estimate, expected.low, expected.high))
+    assert replicate_ci([0.1]) is None  # one training run states nothing about training runs

@@ -153,7 +153,8 @@ async def test_every_rejection_reason_is_reported_and_counted(tmp_path: Path) ->
     assert sim.calls == 2 * len(SCRIPT)
     assert all(s is not None and s["required"] == ["expression"] for s in sim.schemas)  # guided decoding asked for
     reasons = {t.rejection_reason for t in resp.rejected}
-    assert reasons == set(RejectionReason)  # every reason occurs in this script …
+    # Every reason occurs in this script (repeats need a run with simulator.reject_repeats: tested below) …
+    assert reasons == set(RejectionReason) - {RejectionReason.REPEAT}
     for reason, count in EXPECTED_COUNTS.items():  # … and is counted (each seed runs twice: n=2)
         assert resp.rejection_counts[reason] == 2 * count - (1 if reason == "duplicate" else 0), reason
     assert sum(resp.rejection_counts.values()) == len(resp.rejected)
@@ -234,7 +235,7 @@ async def test_run_storage_is_idempotent_and_rejected_tasks_get_no_rollouts(
         rejected = [r for r in rows if r.status == TaskStatus.REJECTED.value]
         assert len(valid) == 3 and all(r.payload and r.rejection_reason is None for r in valid)
         stored_reasons = {r.rejection_reason for r in rejected}
-        assert stored_reasons == {reason.value for reason in RejectionReason} - {"generation_error"}
+        assert stored_reasons == {reason.value for reason in RejectionReason} - {"generation_error", "repeat"}
         assert all(r.payload is None for r in rejected)
         rejected_ids = {r.id for r in rejected}
     agent = LocalBackend(tiny_model_dir, dtype="float32", num_threads=1)
@@ -247,6 +248,33 @@ async def test_run_storage_is_idempotent_and_rejected_tasks_get_no_rollouts(
         attempted = set(s.scalars(select(RolloutRow.task_id)))
         assert not attempted & rejected_ids
         assert s.scalar(select(func.count(RolloutRow.id))) == 6
+
+
+@pytest.mark.parametrize("reject", [False, True])
+async def test_a_run_can_reject_repeats_of_earlier_epochs(sqlite_sessions: sessionmaker[Session], reject: bool) -> None:
+    with session_scope(sqlite_sessions) as s:
+        run_id = run_repo.create(s, RunConfig.model_validate({"simulator": {"reject_repeats": reject}})).id
+    client = _client(ScriptedSimulator(), sqlite_sessions)
+    first = await client.generate(_request(run_id=run_id, epoch=0))
+    await client.aclose()
+    client = _client(ScriptedSimulator(), sqlite_sessions)  # the same script again: epoch 1 repeats epoch 0
+    again = await client.generate(_request(run_id=run_id, epoch=1))
+    await client.aclose()
+    assert sorted(t.payload["expression"] for t in first.accepted if t.payload) == ["12 + 30", "5 + 5", "7 * 8"]
+    assert first.rejection_counts["repeat"] == 0  # nothing earlier to repeat in epoch 0
+    if not reject:  # off by default: the same tasks are accepted again
+        assert RunConfig().simulator.reject_repeats is False
+        assert sorted(t.payload["expression"] for t in again.accepted if t.payload) == ["12 + 30", "5 + 5", "7 * 8"]
+        assert again.rejection_counts["repeat"] == 0
+        return
+    # "5 + 5", "5+5" (the same canonical form), "12 + 30" and "7 * 8" all restate epoch 0's valid tasks.
+    assert again.accepted == [] and again.rejection_counts["repeat"] == 4
+    assert again.rejection_counts["duplicate"] == 0  # a repeat is counted once, as a repeat
+    rep = next(t for t in again.rejected if t.rejection_reason is RejectionReason.REPEAT)
+    assert "earlier epoch" in (rep.rejection_detail or "") and rep.payload is None
+    with session_scope(sqlite_sessions) as s:
+        stored = set(s.scalars(select(TaskRow.rejection_reason).where(TaskRow.run_id == run_id, TaskRow.epoch == 1)))
+    assert "repeat" in stored
 
 
 class DownSimulator(ScriptedSimulator):

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.adapters import JobKind
@@ -44,6 +44,7 @@ from genenv.db.models import (
     RunRow,
     SeedRow,
     TaskRow,
+    TaskStatRow,
     TrainJobRow,
     utcnow,
 )
@@ -311,11 +312,16 @@ def _payloads(
                for i in ids]
     if not per_run:
         return []
-    rows = session.execute(select(table.run_id, table.epoch, table.seed_id, table.payload)
-                           .where(or_(*per_run), *where).order_by(table.id))
     tasks = table is TaskRow
-    return [PayloadRecord(run_id, int(epoch), str(seed_id), payload if isinstance(payload, dict) else {})
-            for run_id, epoch, seed_id, payload in rows if isinstance(payload, dict) or not tasks]
+    if tasks:  # a task's own counts (task_stat), for the report's endpoints on non-repeated tasks
+        stmt = (select(table.run_id, table.epoch, table.seed_id, table.payload, TaskStatRow.k, TaskStatRow.n)
+                .outerjoin(TaskStatRow, TaskStatRow.task_id == TaskRow.id))
+    else:
+        stmt = select(table.run_id, table.epoch, table.seed_id, table.payload, literal(0), literal(0))
+    rows = session.execute(stmt.where(or_(*per_run), *where).order_by(table.id))
+    return [PayloadRecord(run_id, int(epoch), str(seed_id), payload if isinstance(payload, dict) else {},
+                          int(k or 0), int(n or 0))
+            for run_id, epoch, seed_id, payload, k, n in rows if isinstance(payload, dict) or not tasks]
 
 
 def _train_jobs(session: Session, ids: list[str]) -> list[TrainJobRecord]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -29,6 +30,14 @@ def valid_tasks(session: Session, run_id: str, epoch: int) -> list[TaskRow]:
         TaskRow.run_id == run_id, TaskRow.epoch == epoch, TaskRow.status == TaskStatus.VALID.value
     )
     return list(session.scalars(stmt.order_by(TaskRow.id)))
+
+
+def earlier_valid_payloads(session: Session, run_id: str, epoch: int) -> list[dict[str, Any]]:
+    """Payloads of the run's valid tasks of epochs before ``epoch`` (what simulator.reject_repeats compares with)."""
+    rows = session.scalars(select(TaskRow.payload).where(
+        TaskRow.run_id == run_id, TaskRow.epoch < epoch, TaskRow.status == TaskStatus.VALID.value
+    ).order_by(TaskRow.id))
+    return [p for p in rows if isinstance(p, dict)]
 
 
 def store_generated(session: Session, run_id: str, epoch: int, tasks: Sequence[GeneratedTask]) -> int:
