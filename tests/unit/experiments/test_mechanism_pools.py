@@ -55,6 +55,7 @@ def test_pool_p_hat_pools_every_attempt_of_a_seed_batch() -> None:
 def test_the_cap_bounds_every_arm() -> None:
     sets, info = arm_sets(_pool(), 0.1, Sizes(), cap=1, seed=3)
     assert {arm: len(v) for arm, v in sets.items()} == {"A": 1, "C": 1, "D": 1, "E": 1}
+    assert info["matched"] == {"A, C": 1, "D, E": 1} and info["available"]["D"] == 3
 
 
 def test_mechanism_commands_are_an_experiment_sub_group() -> None:
