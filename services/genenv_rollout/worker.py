@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from genenv import catalogue
 from genenv.contracts.adapters import JobKind, Role, adapter_name
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.runs import RunConfig, RunStatus
@@ -35,7 +36,6 @@ from genenv.db.repositories import tasks as task_repo
 from genenv.db.repositories import train_jobs
 from genenv.db.repositories.rollouts import NewRollout
 from genenv.db.repositories.train_jobs import ClaimOutcome
-from genenv.domains import REGISTRY
 from genenv.inference.base import InferenceBackend, SamplingParams
 from genenv.lifecycle import RUN_FINISHED
 from genenv.outages import DependencyAwayError, Outage, classify
@@ -94,7 +94,7 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
                 continue
             try:
                 payload = task.payload or {}
-                prompt: list[dict[str, Any]] | str = REGISTRY.for_task(task.domain, payload).agent_messages(payload)
+                prompt: list[dict[str, Any]] | str = catalogue.for_task(task.domain, payload).agent_messages(payload)
             except Exception as exc:  # a bad stored task is that task's error, not the batch's
                 prompt = f"cannot render the agent prompt: {exc!r}"
             jobs.append((task.id, missing, prompt))

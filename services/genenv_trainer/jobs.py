@@ -28,6 +28,7 @@ from genenv.db.repositories.train_jobs import ClaimOutcome
 from genenv.lifecycle import RUN_FINISHED
 from genenv.queue import worker_identity
 from genenv.settings import GenEnvSettings
+from genenv_curriculum.scoring import score_epoch  # the curriculum service's scorer: scores are written by it alone
 from genenv_trainer import inputs
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def _run_claimed(
             return
         else:
             if not inputs.has_scores(s, job.run_id, job.epoch):
-                scores.score_epoch(s, job.run_id, job.epoch)
+                score_epoch(s, job.run_id, job.epoch)
             if config.mode is RunMode.GENERIC_RWR:  # the "any fine-tuning" control: same dose, random own samples
                 generations = inputs.generic_pool_generations(
                     s, job.run_id, job.epoch, max_size=config.simulator.pool_max_size,

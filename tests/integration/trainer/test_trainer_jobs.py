@@ -14,8 +14,9 @@ from genenv.contracts.adapters import JobKind, JobStatus
 from genenv.contracts.runs import RunMode
 from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow, CurriculumScoreRow, utcnow
-from genenv.db.repositories import runs, scores, train_jobs
+from genenv.db.repositories import runs, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
+from genenv_curriculum.scoring import score_epoch
 from genenv_trainer.jobs import run_train_job
 
 
@@ -72,7 +73,7 @@ def test_replay_mixes_earlier_groups(sessions, db_url: str, tiny_model_dir: Path
 
 def _score_epoch(sessions, run: str) -> None:
     with session_scope(sessions) as s:
-        scores.score_epoch(s, run, 0)
+        score_epoch(s, run, 0)
 
 
 def test_train_simulator_uses_in_band_generations(sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -225,7 +226,7 @@ def _generic_epoch(sessions, cfg, epoch: int, run: str | None = None) -> str:
         add_group(s, run, epoch, "seed-c", 1, [1.0, 0.0, 0.0, 1.0])
         add_group(s, run, epoch, "seed-d", 0, [1.0, 0.0, 0.0, 1.0, 0.0])
     with session_scope(sessions) as s:
-        scores.score_epoch(s, run, epoch)
+        score_epoch(s, run, epoch)
     return run
 
 
