@@ -82,7 +82,7 @@ def main() -> None:
     from genenv.experiments.series import build_series
 
     series: ExperimentSeries = build_series(records, ArithmeticDomain())
-    mode_of = {m.run_id: m.mode.value for m in series.members}
+    mode_of = {m.run_id: m.mode for m in series.members}
     seeds_exp2 = records.spec.template.seeds_per_epoch
     epochs_exp2 = records.spec.template.epochs
     result: dict[str, object] = {"experiment": exp_id, "exp2_seeds_per_epoch": seeds_exp2}
