@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochSummary
 from genenv.contracts.evaluations import EvaluationMetrics
-from genenv.contracts.runs import RunMode
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import (
     CurriculumScoreRow,
@@ -24,7 +23,7 @@ from genenv.db.models import (
     TrainJobRow,
     VerdictRow,
 )
-from genenv.db.repositories import adapters
+from genenv.db.repositories import adapters, runs
 
 
 def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: dict[str, float]) -> EpochSummary:
@@ -138,15 +137,16 @@ def _generation(session: Session, run_id: str, epoch: int) -> dict[str, Any]:
         .where(SeedRow.run_id == run_id, SeedRow.epoch == epoch)
     ).one()
     # Generated so far: the summary is written at CLOSE, before the next epoch generates, so every task row of
-    # the run was written by now (static_augmentation writes all of its tasks at epoch 0); agent_only's rows are
-    # the seeds themselves, not generations.
+    # the run was written by now (static_augmentation writes all of its tasks at epoch 0); a mode without a
+    # simulator (agent_only) stores the seeds themselves as its tasks, not generations.
     run = session.get(RunRow, run_id)
-    generated = 0 if run is None or run.config.get("mode") == RunMode.AGENT_ONLY.value else session.scalar(
+    generates = run is not None and runs.config_of(run).uses_simulator
+    generated = 0 if not generates else session.scalar(
         select(func.count(TaskRow.id)).where(TaskRow.run_id == run_id)
     )
     return {"generated_tasks_so_far": int(generated or 0),
-            "prompts_with_stats_share": int(seeds_with_stats) / int(seeds_total)
-            if seeds_total and run is not None and run.config.get("mode") != RunMode.AGENT_ONLY.value else None}
+            "prompts_with_stats_share": int(seeds_with_stats) / int(seeds_total) if seeds_total and generates
+            else None}
 
 
 def _curriculum(session: Session, run_id: str, epoch: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
 from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import rollouts as rollout_repo
+from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.db.repositories import train_jobs
 from genenv.db.repositories.rollouts import NewRollout
@@ -81,7 +82,7 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
         run = session.get(RunRow, run_id)
         if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
-        config = RunConfig.model_validate(run.config)
+        config = run_repo.config_of(run)
         # A cancelled (or failed) run gets no more attempts (a redelivered or late job does nothing).
         tasks = [] if RunStatus(run.status) in RUN_FINISHED else task_repo.valid_tasks(session, run_id, epoch)
         done = rollout_repo.stored_attempts(session, [t.id for t in tasks])

@@ -209,7 +209,7 @@ def sizing(
     design = Design(seeds=seeds or [28, 35, 42], epochs=epochs, fresh_share=fresh_share)
     records, phases = _stored_experiment(db)
     series = build_series(records, ArithmeticDomain())
-    mode_of = {m.run_id: m.mode.value for m in series.members}
+    mode_of = {m.run_id: m.mode for m in series.members}
     seeds_exp2 = records.spec.template.seeds_per_epoch
     pairs = effect_pairs(series)
     sized = {tasks: size_endpoints(p, design) for tasks, p in pairs.items()}

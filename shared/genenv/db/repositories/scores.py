@@ -16,7 +16,7 @@ from genenv.db.repositories.upsert import insert_for
 
 def run_config(session: Session, run_id: str) -> RunConfig:
     """The validated configuration of a run; NotFoundError (404) when the run does not exist."""
-    return RunConfig.model_validate(runs.get(session, run_id).config)
+    return runs.run_config(session, run_id)
 
 
 def replace_epoch_scores(session: Session, run_id: str, epoch: int, scores: Sequence[CurriculumScore]) -> None:
