@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select, text, update
@@ -78,6 +79,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class _Step:
+    """The phase a run is at, read under one session: what ``advance`` runs next."""
+
+    view: RunView
+    waiting: WaitingOn | None
+    epoch: int
+    phase: EpochPhase
+
+
 async def advance(
     ctx: OrchestratorContext, run_id: str, on_phase: PhaseCallback | None = None, token: str | None = None
 ) -> str:
@@ -93,90 +104,108 @@ async def advance(
             return "busy"
         first = True
         while True:
-            with session_scope(ctx.session_factory) as s:
-                run = s.get(RunRow, run_id)
-                if run is None:
-                    return "missing"
-                if first and token is not None and run.advance_token != token:
-                    return "superseded"
-                first = False
-                if run.status != RunStatus.RUNNING.value:
-                    return run.status
-                view = RunView(id=run.id, config=runs.config_of(run))
-                waiting = None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on)
-                epoch_row = q.get_or_create_epoch(s, run.id, run.current_epoch)
-                epoch, phase = epoch_row.index, EpochPhase(epoch_row.phase)
-                started = dict((epoch_row.summary or {}).get("_phase_started", {}))
-                if phase.value not in started:
-                    started[phase.value] = time.time()
-                    q.merge_summary(epoch_row, _phase_started=started)
+            step = _next_step(ctx, run_id, token if first else None)
+            first = False
+            if isinstance(step, str):
+                return step
+            epoch, phase = step.epoch, step.phase
             notify(run_id, epoch, phase, "start")
             try:
-                delay = ctx.settings.orchestrator.phase_delay_s.get(phase.value)
-                if delay:  # fault injection: widen the window in which a crash test kills this process
-                    await asyncio.sleep(delay)
-                if waiting is not None and waiting.dependency in MODEL_SERVERS:
-                    # A model server that was away has most likely restarted and forgotten the run's adapters: serve
-                    # the newest again before the phase tries (still away: this raises the same outage).
-                    for role in Role:
-                        await ctx.publisher.ensure_latest(run_id, role)
-                if phase is EpochPhase.CLOSE:
-                    # An epoch ends with its newest adapters served, whatever restarted since PUBLISH (a run that
-                    # completes leaves them loaded; cheap: one list call per role when nothing changed).
-                    for role in Role:
-                        await ctx.publisher.ensure_latest(run_id, role)
-                    outcome = _close(ctx, run_id, epoch)
-                    if waiting is not None:
-                        _end_outage(ctx, run_id)
-                    notify(run_id, epoch, phase, "done")
-                    if outcome != RunStatus.RUNNING.value:
-                        await _chain_experiment(ctx, run_id)
-                        return outcome
-                    continue
-                result = await PHASES[phase](ctx, view, epoch)
+                outcome = await _run_phase(ctx, run_id, step)
             except PhaseFailedError as exc:
                 _fail(ctx, run_id, f"{phase.value} (epoch {epoch}): {exc}")
                 await _chain_experiment(ctx, run_id)
                 return RunStatus.FAILED.value
             except Exception as exc:
-                outage = classify(exc, ctx.settings.services)
-                if outage is not None:  # the dependency is away: wait for it, however long (never counted)
-                    log.warning("phase %s of run %s epoch %d waits on %s: %s",
-                                phase.value, run_id, epoch, outage.dependency, outage.error)
-                    tries = _record_outage(ctx, run_id, epoch, phase, outage)
-                    if tries is None:  # paused (waited too long), or the user paused or cancelled meanwhile
-                        return _status(ctx, run_id)
-                    notify(run_id, epoch, phase, "retry")
-                    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
-                    if not ctx.dispatcher.inline:
-                        await _schedule(ctx, run_id, backoff)
-                        return "retry"
-                    await asyncio.sleep(backoff)
-                    continue
-                # A real failure (a 4xx, a bad payload, a bug): retried, then the run fails.
-                log.exception("phase %s of run %s epoch %d failed", phase.value, run_id, epoch)
-                limit = ctx.settings.orchestrator.max_phase_failures
-                failures = _count_failure(ctx, run_id, epoch, phase)
-                if failures >= limit:
-                    _fail(ctx, run_id, f"{phase.value} (epoch {epoch}) failed {limit} times: {exc}")
-                    await _chain_experiment(ctx, run_id)
-                    return RunStatus.FAILED.value
-                notify(run_id, epoch, phase, "retry")
-                # Exponential backoff: a restarting service gets time to come back before the retries run out.
-                backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (failures - 1))
-                if not ctx.dispatcher.inline:
-                    await _schedule(ctx, run_id, backoff)
-                    return "retry"
-                await asyncio.sleep(backoff)
+                stop = await _after_error(ctx, run_id, epoch, phase, exc, notify)
+                if stop is not None:
+                    return stop
                 continue
-            if waiting is not None:  # the phase got its answers: the outage is over
+            if step.waiting is not None:  # the phase got its answers: the outage is over
                 _end_outage(ctx, run_id)
-            if result is PhaseResult.WAITING:
+            if outcome is PhaseResult.WAITING:
                 notify(run_id, epoch, phase, "waiting")
                 await _schedule(ctx, run_id, ctx.poll_interval_s)
                 return "waiting"
-            _finish_phase(ctx, run_id, epoch, phase)
+            if phase is not EpochPhase.CLOSE:
+                _finish_phase(ctx, run_id, epoch, phase)
             notify(run_id, epoch, phase, "done")
+            if isinstance(outcome, str):  # CLOSE ended the run (completed): the experiment's next member starts
+                await _chain_experiment(ctx, run_id)
+                return outcome
+
+
+def _next_step(ctx: OrchestratorContext, run_id: str, token: str | None) -> _Step | str:
+    """The run's current epoch and phase (the phase's start time stored once), or the outcome that ends
+    ``advance``: the run is missing or not running, or ``token`` is no longer its chain's."""
+    with session_scope(ctx.session_factory) as s:
+        run = s.get(RunRow, run_id)
+        if run is None:
+            return "missing"
+        if token is not None and run.advance_token != token:
+            return "superseded"
+        if run.status != RunStatus.RUNNING.value:
+            return run.status
+        epoch_row = q.get_or_create_epoch(s, run.id, run.current_epoch)
+        step = _Step(view=RunView(id=run.id, config=runs.config_of(run)),
+                     waiting=None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on),
+                     epoch=epoch_row.index, phase=EpochPhase(epoch_row.phase))
+        started = dict((epoch_row.summary or {}).get("_phase_started", {}))
+        if step.phase.value not in started:
+            started[step.phase.value] = time.time()
+            q.merge_summary(epoch_row, _phase_started=started)
+        return step
+
+
+async def _run_phase(ctx: OrchestratorContext, run_id: str, step: _Step) -> PhaseResult | str | None:
+    """Run one phase: its result, or for CLOSE the run's status after it (None while the run goes on)."""
+    delay = ctx.settings.orchestrator.phase_delay_s.get(step.phase.value)
+    if delay:  # fault injection: widen the window in which a crash test kills this process
+        await asyncio.sleep(delay)
+    if step.waiting is not None and step.waiting.dependency in MODEL_SERVERS:
+        # A model server that was away has most likely restarted and forgotten the run's adapters: serve the newest
+        # again before the phase tries (still away: this raises the same outage).
+        for role in Role:
+            await ctx.publisher.ensure_latest(run_id, role)
+    if step.phase is not EpochPhase.CLOSE:
+        return await PHASES[step.phase](ctx, step.view, step.epoch)
+    # An epoch ends with its newest adapters served, whatever restarted since PUBLISH (a run that completes leaves
+    # them loaded; cheap: one list call per role when nothing changed).
+    for role in Role:
+        await ctx.publisher.ensure_latest(run_id, role)
+    outcome = _close(ctx, run_id, step.epoch)
+    return None if outcome == RunStatus.RUNNING.value else outcome
+
+
+async def _after_error(
+    ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase, exc: Exception, notify: PhaseCallback
+) -> str | None:
+    """A phase raised: wait on a dependency that is away (never counted), or count a real failure (a 4xx, a bad
+    payload, a bug) and fail the run after orchestrator.max_phase_failures. Returns the outcome that ends
+    ``advance``, or None to try the phase again now (the embedded driver, after its backoff)."""
+    outage = classify(exc, ctx.settings.services)
+    if outage is not None:
+        log.warning("phase %s of run %s epoch %d waits on %s: %s",
+                    phase.value, run_id, epoch, outage.dependency, outage.error)
+        tries = _record_outage(ctx, run_id, epoch, phase, outage)
+        if tries is None:  # paused (waited too long), or the user paused or cancelled meanwhile
+            return _status(ctx, run_id)
+    else:
+        log.exception("phase %s of run %s epoch %d failed", phase.value, run_id, epoch, exc_info=exc)
+        limit = ctx.settings.orchestrator.max_phase_failures
+        tries = _count_failure(ctx, run_id, epoch, phase)
+        if tries >= limit:
+            _fail(ctx, run_id, f"{phase.value} (epoch {epoch}) failed {limit} times: {exc}")
+            await _chain_experiment(ctx, run_id)
+            return RunStatus.FAILED.value
+    notify(run_id, epoch, phase, "retry")
+    # Exponential backoff: a restarting service gets time to come back.
+    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
+    if not ctx.dispatcher.inline:
+        await _schedule(ctx, run_id, backoff)
+        return "retry"
+    await asyncio.sleep(backoff)
+    return None
 
 
 def _finish_phase(ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from genenv.domains import get_domain
+from genenv.catalogue import get_domain
 from genenv.experiments.mechanism import CalibrationRow, Criterion, choose_dose
 from genenv.experiments.mechanism_pools import (
     ARMS,

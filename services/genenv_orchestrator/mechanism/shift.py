@@ -12,11 +12,11 @@ from typing import Any
 from rich.progress import Progress
 from sqlalchemy import select
 
+from genenv.catalogue import get_domain
 from genenv.contracts.runs import RunConfig
 from genenv.contracts.tasks import Seed
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.models import AdapterRow, RunRow, SeedRow, TaskRow
-from genenv.domains import get_domain
 from genenv.domains.base import Domain, TaskRejected
 from genenv.experiments.shift import STEERING, PromptResult, summarise
 from genenv.inference.base import SamplingParams

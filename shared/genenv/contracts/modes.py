@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Final
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
 
 from genenv.contracts.base import ReadModel
 
@@ -123,6 +123,18 @@ FALLBACK_COLOUR: Final = "#9467bd"
 def mode_names() -> list[str]:
     """The modes' names, in report order."""
     return list(MODES)
+
+
+def known_mode(name: str) -> str:
+    """``name`` when the table has that mode; ValueError naming the known modes otherwise (read at call time, so a
+    test may extend the table)."""
+    if name not in MODES:
+        raise ValueError(f"unknown mode {name!r}; choose from {' | '.join(MODES)}")
+    return name
+
+
+KnownMode = Annotated[ModeName, AfterValidator(known_mode)]
+"""A mode of the table: an unknown name is a validation error at its own place (e.g. ``modes.0``)."""
 
 
 def policy(name: str) -> ModePolicy:

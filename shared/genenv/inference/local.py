@@ -313,21 +313,12 @@ class LocalBackend:
                 tokens, logprobs = _pick(logits, temperatures, greedy, {i: generators[i] for i in live_sampled})
                 # The step's one device → host transfer: token ids (exact in float64) and log-probs together.
                 picked = torch.stack((tokens.to(torch.float64), logprobs.to(torch.float64))).tolist()
-                next_tokens = []
-                for i, req in enumerate(requests):
-                    if finish[i] is not None:
-                        next_tokens.append(pad)
-                        continue
-                    token = int(picked[0][i])
-                    out_ids[i].append(token)
-                    out_lps[i].append(picked[1][i])
-                    next_tokens.append(token)
-                    finish[i], cut_texts[i] = self._finished(req, out_ids[i])
-                    matcher = matchers[i]
-                    if matcher is not None and finish[i] is None:
-                        matcher.accept_token(token)
-                        if matcher.is_terminated():  # the JSON value is complete
-                            finish[i] = "stop"
+                next_tokens = [
+                    pad if finish[i] is not None
+                    else self._accept(req, int(picked[0][i]), picked[1][i], i, out_ids, out_lps, finish, cut_texts,
+                                      matchers[i])
+                    for i, req in enumerate(requests)
+                ]
                 if all(f is not None for f in finish):
                     break
                 attention = torch.cat([attention, torch.ones((n, 1), dtype=attention.dtype, device=device)], dim=1)
@@ -340,10 +331,8 @@ class LocalBackend:
                     use_cache=True,
                 )
         done = time.perf_counter()
-        texts = [
-            c if c is not None else str(tok.decode(ids, skip_special_tokens=True))
-            for c, ids in zip(cut_texts, out_ids, strict=True)
-        ]
+        texts = [c if c is not None else str(tok.decode(ids, skip_special_tokens=True))
+                 for c, ids in zip(cut_texts, out_ids, strict=True)]
         return [
             Completion(
                 text=texts[i],
@@ -356,6 +345,29 @@ class LocalBackend:
             )
             for i, req in enumerate(requests)
         ]
+
+    def _accept(
+        self,
+        req: _Request,
+        token: int,
+        logprob: float,
+        i: int,
+        out_ids: list[list[int]],
+        out_lps: list[list[float]],
+        finish: list[str | None],
+        cut_texts: list[str | None],
+        matcher: Any,
+    ) -> int:
+        """Append row ``i``'s sampled token, decide whether the row is finished (a stop, the token limit, a complete
+        JSON value) and advance its grammar matcher; the token to feed back."""
+        out_ids[i].append(token)
+        out_lps[i].append(logprob)
+        finish[i], cut_texts[i] = self._finished(req, out_ids[i])
+        if matcher is not None and finish[i] is None:
+            matcher.accept_token(token)
+            if matcher.is_terminated():  # the JSON value is complete
+                finish[i] = "stop"
+        return token
 
     # ---- guided decoding (JSON schema), the in-process counterpart of vLLM's structured outputs ------------------
 
@@ -427,3 +439,4 @@ def _pick(logits: Any, temperatures: Any, greedy: Any, generators: Mapping[int, 
         drawn = torch.argmax(torch.softmax(scaled, dim=-1) / race, dim=-1)
         tokens = torch.where(greedy, tokens, drawn)
     return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+

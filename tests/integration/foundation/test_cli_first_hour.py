@@ -264,7 +264,7 @@ def previous_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--mode", "bogus"], "'bogus' is not one of"),
+        (["--mode", "bogus"], "'bogus' is not a run mode"),
         (["--domain", "nope"], "unknown domain 'nope': known are"),
         (["--domain", "my-tools"], "unknown domain 'my-tools'"),
     ],
