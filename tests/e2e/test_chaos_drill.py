@@ -5,7 +5,8 @@ delay of its own, during a three-epoch run on ``genenv up`` with throwaway datas
 run completed with exactly one task per (epoch, seed, variation), one rollout per (task, attempt), one verdict per
 rollout, one score per (epoch, seed), contiguous adapter versions with the newest served and no job left claimed.
 The plan does not kill the vLLM server, so the drill uses the suite's server instead of starting its own. The
-20-kill drill with the same seed (whose first three kills are these) is run by hand: docs/deployment.md.
+20-kill drill with the same seed (whose first three kills are these) and the drills with outages (``--outages``:
+victims held down for minutes) are run by hand: docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def test_three_kills_leave_a_completed_run_with_nothing_lost_or_doubled(
     report = proc.stdout[-8000:] + proc.stderr[-4000:]
     assert proc.returncode == 0, report
     result = json.loads(out.read_text())
-    assert [k["victim"] for k in result["kills"]] == ["postgres", "rollout", "redis"], report
+    assert [(f["kind"], f["victim"]) for f in result["faults"]] == [
+        ("kill", "postgres"), ("kill", "rollout"), ("kill", "redis")], report
     assert result["status"] == "completed" and not any(result["checks"].values()), report
-    assert all(k["recovery_s"] is not None for k in result["kills"]), report
+    assert "every planned fault landed" in result["checks"], report
+    assert all(f["recovery_s"] is not None and f["down_s"] == 0.0 for f in result["faults"]), report
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("chaos: 3 kills, invariants hold: yes, max recovery "), last

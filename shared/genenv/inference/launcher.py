@@ -134,7 +134,29 @@ def build_env(cfg: VLLMServerConfig, base: Mapping[str, str]) -> dict[str, str]:
             bind = f"{cores[0]}-{cores[-1]}" if contiguous else ",".join(str(c) for c in cores)
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", bind)
             env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+            if env["VLLM_CPU_OMP_THREADS_BIND"] == bind:
+                env.update(_one_process_engine(env, cores))
     return env
+
+
+def _one_process_engine(env: Mapping[str, str], cores: Sequence[int]) -> dict[str, str]:
+    """Run the model in the engine-core process instead of a worker process of its own (vLLM's "uni" executor).
+
+    Why: on CPU vLLM spawns every process afresh, and each one imports torch and vLLM again before it does anything:
+    a start was three such imports in a row (API server, engine core, worker), about three quarters of the time to
+    /health (docs/deployment.md, "vLLM restart time"). Dropping the worker process cuts one of them. The worker's
+    process was only where vLLM put the OpenMP environment that binds the model's threads (``OMP_NUM_THREADS``,
+    ``OMP_PLACES``, ``OMP_PROC_BIND``, from VLLM_CPU_OMP_THREADS_BIND); on a small CPU that binding is every core,
+    so the same values are set for the server here. Same model, dtype, adapters and sampling: what is served does
+    not change. Only where the binding is ours (every core); ``VLLM_ENABLE_V1_MULTIPROCESSING=1`` keeps the worker.
+    """
+    if env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
+        return {}
+    out = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    defaults = {"OMP_NUM_THREADS": str(len(cores)), "OMP_PLACES": "{" + ",".join(str(c) for c in cores) + "}",
+                "OMP_PROC_BIND": "true"}
+    out.update({k: v for k, v in defaults.items() if k not in env})
+    return out
 
 
 def wait_healthy(
