@@ -148,9 +148,11 @@ def _one_process_engine(env: Mapping[str, str], cores: Sequence[int]) -> dict[st
     process was only where vLLM put the OpenMP environment that binds the model's threads (``OMP_NUM_THREADS``,
     ``OMP_PLACES``, ``OMP_PROC_BIND``, from VLLM_CPU_OMP_THREADS_BIND); on a small CPU that binding is every core,
     so the same values are set for the server here. Same model, dtype, adapters and sampling: what is served does
-    not change. Only where the binding is ours (every core); ``VLLM_ENABLE_V1_MULTIPROCESSING=1`` keeps the worker.
+    not change. Opt-in (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` in the server's environment), and only where the binding
+    is ours (every core): the start is faster, but serving speed with the model beside the API server's engine loop
+    was not told apart from vLLM's default on a loaded 2-core machine, so the default stays vLLM's three processes.
     """
-    if env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
+    if env.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
         return {}
     out = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     defaults = {"OMP_NUM_THREADS": str(len(cores)), "OMP_PLACES": "{" + ",".join(str(c) for c in cores) + "}",

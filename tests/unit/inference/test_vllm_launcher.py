@@ -180,22 +180,25 @@ def test_a_small_cpu_binds_the_engine_to_every_core(
     assert mine["VLLM_CPU_OMP_THREADS_BIND"] == "1"
 
 
-def test_a_small_cpu_runs_the_model_in_the_engine_process_with_the_worker_s_thread_binding(
+def test_a_small_cpu_can_run_the_model_in_the_engine_process_with_the_worker_s_thread_binding(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One spawned process fewer at start (docs/deployment.md, vLLM restart time), with the OpenMP environment vLLM
-    gave its worker process; an operator's own binding or VLLM_ENABLE_V1_MULTIPROCESSING=1 keeps vLLM's default."""
+    """Opt-in (VLLM_ENABLE_V1_MULTIPROCESSING=0): one spawned process fewer at start (docs/deployment.md, vLLM restart
+    time), with the OpenMP environment vLLM gave its worker process; by default, with an operator's own binding or on
+    a larger machine vLLM keeps its own processes."""
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
-    env = build_env(VLLMServerConfig(model="/m", cpu=True), {})
+    one = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = build_env(VLLMServerConfig(model="/m", cpu=True), one)
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert (env["OMP_NUM_THREADS"], env["OMP_PLACES"], env["OMP_PROC_BIND"]) == ("2", "{0,1}", "true")
-    assert build_env(VLLMServerConfig(model="/m", cpu=True), {"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"
-    for base in ({"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}):
+    assert build_env(VLLMServerConfig(model="/m", cpu=True), {**one, "OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"
+    for base in ({}, {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, {**one, "VLLM_CPU_OMP_THREADS_BIND": "1"}):
         kept = build_env(VLLMServerConfig(model="/m", cpu=True), base)
-        assert kept.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1" and "OMP_PLACES" not in kept
+        assert "OMP_PLACES" not in kept
+        assert kept.get("VLLM_ENABLE_V1_MULTIPROCESSING") == base.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(16)))
-    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in build_env(VLLMServerConfig(model="/m", cpu=True), {})
-    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in build_env(VLLMServerConfig(model="/m", cpu=False), {})
+    assert "OMP_PLACES" not in build_env(VLLMServerConfig(model="/m", cpu=True), one)
+    assert "OMP_PLACES" not in build_env(VLLMServerConfig(model="/m", cpu=False), one)
 
 
 def test_started_waits_for_health_and_stops_the_server_after_the_block(tmp_path: Path) -> None:
