@@ -147,11 +147,8 @@ async def advance(
                     if tries is None:  # paused (waited too long), or the user paused or cancelled meanwhile
                         return _status(ctx, run_id)
                     notify(run_id, epoch, phase, "retry")
-                    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
-                    if not ctx.dispatcher.inline:
-                        await _schedule(ctx, run_id, backoff)
+                    if await _back_off(ctx, run_id, tries):
                         return "retry"
-                    await asyncio.sleep(backoff)
                     continue
                 # A real failure (a 4xx, a bad payload, a bug): retried, then the run fails.
                 log.exception("phase %s of run %s epoch %d failed", phase.value, run_id, epoch)
@@ -162,12 +159,8 @@ async def advance(
                     await _chain_experiment(ctx, run_id)
                     return RunStatus.FAILED.value
                 notify(run_id, epoch, phase, "retry")
-                # Exponential backoff: a restarting service gets time to come back before the retries run out.
-                backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (failures - 1))
-                if not ctx.dispatcher.inline:
-                    await _schedule(ctx, run_id, backoff)
+                if await _back_off(ctx, run_id, failures):
                     return "retry"
-                await asyncio.sleep(backoff)
                 continue
             if waiting is not None:  # the phase got its answers: the outage is over
                 _end_outage(ctx, run_id)
@@ -177,6 +170,19 @@ async def advance(
                 return "waiting"
             _finish_phase(ctx, run_id, epoch, phase)
             notify(run_id, epoch, phase, "done")
+
+
+async def _back_off(ctx: OrchestratorContext, run_id: str, tries: int) -> bool:
+    """Wait before try ``tries + 1`` of a phase; True when the wait went to the queue (the caller returns "retry").
+
+    Exponential: a restarting service gets time to come back before the retries run out.
+    """
+    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
+    if not ctx.dispatcher.inline:
+        await _schedule(ctx, run_id, backoff)
+        return True
+    await asyncio.sleep(backoff)
+    return False
 
 
 def _finish_phase(ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.tasks import Seed
-from genenv.db.engine import make_engine, make_session_factory
+from genenv.db.engine import ServiceDatabase
 from genenv.db.repositories import domains
 from genenv.domains import REGISTRY, UnknownDomainError, get_domain
 from genenv.domains.base import Domain
@@ -26,10 +25,8 @@ class SimulatorResources:
 
     settings: GenEnvSettings
     backend: InferenceBackend
-    engine: Engine
-    sessions: sessionmaker[Session]
+    db: ServiceDatabase
     owns_backend: bool
-    owns_engine: bool
     _train_seeds: dict[str, dict[str, Seed]] = field(default_factory=dict)
 
     @classmethod
@@ -41,21 +38,11 @@ class SimulatorResources:
         sessions: sessionmaker[Session] | None = None,
     ) -> SimulatorResources:
         """Use the given backend / session factory (embedded mode, tests) or build them from settings."""
-        if sessions is not None:
-            bind = sessions.kw["bind"]
-            assert isinstance(bind, Engine)
-            engine, owns_engine = bind, False
-        else:
-            engine, owns_engine = make_engine(settings.database), True
-            sessions = make_session_factory(engine)
-        own = backend is None
         return cls(
             settings=settings,
             backend=backend if backend is not None else build_backend(settings, Role.SIMULATOR),
-            engine=engine,
-            sessions=sessions,
-            owns_backend=own,
-            owns_engine=owns_engine,
+            db=ServiceDatabase.open(settings.database, sessions),
+            owns_backend=backend is None,
         )
 
     def domain(self, name: str) -> Domain:
@@ -69,7 +56,7 @@ class SimulatorResources:
         except UnknownDomainError as exc:
             if "unavailable" in str(exc):
                 raise NotFoundError(str(exc), param="domain", code="unknown_domain") from None
-        with self.sessions() as session:
+        with self.db.sessions() as session:
             try:
                 return domains.resolve(session, name)  # NotFoundError (param domain, code unknown_domain)
             except SQLAlchemyError:
@@ -91,14 +78,8 @@ class SimulatorResources:
                 f"no seed {seed_id!r} in the train split of {domain.name!r}", param="seed_ids", code="unknown_seed"
             ) from None
 
-    def ping_database(self) -> None:
-        """Readiness: the database answers."""
-        with self.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-
     async def close(self) -> None:
         """Release what this service created."""
         if self.owns_backend:
             await self.backend.aclose()
-        if self.owns_engine:
-            self.engine.dispose()
+        self.db.close()
