@@ -237,7 +237,8 @@ def make_adapter(model_dir: Path, rank: int, where: Path) -> Path:
 # ---------------------------------------------------------------- main
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=None,
                         help="A running vLLM server for every row (default: the benchmark starts this checkout's "
@@ -256,122 +257,144 @@ def main() -> None:
     parser.add_argument("--skip-per-attempt", action="store_true", help="Leave out the per-attempt direct rows.")
     parser.add_argument("--rounds", type=int, default=3,
                         help="Passes of rows (a)–(d), alternating; each row is the total over its passes.")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
-    console = Console(width=160)
-    settings = get_settings()
-    model_dir = resolve_model(args.model or settings.inference.base_model, settings.paths.model_cache)
-    served = settings.inference.served_model_name
-    shapes = [Shape("quickstart 24×6", 24, 6, 24), Shape("16 tasks × G=8", 16, 8, 24)]
-    tmp = Path(tempfile.mkdtemp(prefix="genenv-bench-"))
-    db_url = f"sqlite:///{tmp / 'bench.db'}"
-    migrate.upgrade(db_url)
-    sessions = make_session_factory(make_engine(DatabaseSettings(url=db_url)))
-    domain = get_domain("arithmetic")
-    seeds = domain.load_seeds(None, "train")
-    url = args.url or f"http://127.0.0.1:{args.port}"
 
-    console.log(f"limit: matmul at the model's MLP shapes ({model_dir.name})")
+SHAPES = [Shape("quickstart 24×6", 24, 6, 24), Shape("16 tasks × G=8", 16, 8, 24)]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The machine's limit: matmul GFLOP/s per dtype at the model's MLP shapes, and the model's parameters."""
+
+    gflops: dict[str, float]
+    params: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        return max(self.gflops.values()) * 1e9 / (2 * self.params)
+
+
+def measure_limit(model_dir: Path) -> Limit:
+    """matmul_limit at the model's MLP shapes, and its parameter count (2 × parameters FLOPs per token)."""
     with (model_dir / "config.json").open() as f:
         mcfg = json.load(f)
     gflops = matmul_limit(mcfg["hidden_size"], mcfg["intermediate_size"])
     from transformers import AutoModelForCausalLM
 
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
-    limit_tokens_per_s = max(gflops.values()) * 1e9 / (2 * params)
-    adapter_path = make_adapter(model_dir, args.lora_rank, tmp / "adapter")
-    rows: list[Row] = []
-    tree = None if args.baseline_rev == "none" else baseline_worktree(args.baseline_rev, tmp / "baseline")
+    return Limit(gflops, params)
 
-    def picked_for(shape: Shape) -> list[Any]:
-        return [seeds[i * len(seeds) // shape.tasks] for i in range(shape.tasks)]  # spread over the levels
 
-    def add(label: str, shape: str, units: int, prompt: int, completion: int, seconds: float) -> None:
+class Bench:
+    """The rows of one benchmark run and what measuring them needs: a scratch database, the arithmetic seeds, the
+    served model and agent adapter, and the baseline's worktree (None when skipped)."""
+
+    def __init__(self, args: argparse.Namespace, console: Console, model_dir: Path, tmp: Path) -> None:
+        self.args, self.console, self.model_dir, self.tmp = args, console, model_dir, tmp
+        self.served = get_settings().inference.served_model_name
+        self.db_url = f"sqlite:///{tmp / 'bench.db'}"
+        migrate.upgrade(self.db_url)
+        self.sessions = make_session_factory(make_engine(DatabaseSettings(url=self.db_url)))
+        self.domain = get_domain("arithmetic")
+        self.seeds = self.domain.load_seeds(None, "train")
+        self.url = args.url or f"http://127.0.0.1:{args.port}"
+        self.adapter_path = make_adapter(model_dir, args.lora_rank, tmp / "adapter")
+        self.rows: list[Row] = []
+        self.tree = None if args.baseline_rev == "none" else baseline_worktree(args.baseline_rev, tmp / "baseline")
+
+    def picked_for(self, shape: Shape) -> list[Any]:
+        return [self.seeds[i * len(self.seeds) // shape.tasks] for i in range(shape.tasks)]  # spread over levels
+
+    def add(self, label: str, shape: str, units: int, prompt: int, completion: int, seconds: float) -> None:
         """Sum a pass into its row (rows over several rounds are totals)."""
-        row = next((r for r in rows if r.path == label and r.shape == shape), None)
+        row = next((r for r in self.rows if r.path == label and r.shape == shape), None)
         if row is None:
-            rows.append(Row(label, shape, units, prompt, completion, seconds))
+            self.rows.append(Row(label, shape, units, prompt, completion, seconds))
             return
         row.units += units
         row.prompt_tokens += prompt
         row.completion_tokens += completion
         row.seconds += seconds
 
-    async def worker_row(label: str, baseline: bool, shape: Shape, epoch: int) -> None:
-        """Row (c) or (c0) at one shape: a fresh run with its adapter and tasks, rolled out and stored."""
+    def _stored_run(self, baseline: bool, shape: Shape, epoch: int) -> str:
+        """A fresh run with its agent adapter and ``shape.tasks`` valid tasks of ``epoch``; its id."""
         cfg = RunConfig(name="bench", rollouts_per_task=shape.g, max_response_tokens=shape.max_tokens,
-                        rollout_temperature=args.temperature)
-        with session_scope(sessions) as s:
+                        rollout_temperature=self.args.temperature)
+        with session_scope(self.sessions) as s:
             row = run_repo.create(s, cfg)
             if baseline:
                 # Only the fields set here: the baseline's RunConfig forbids fields added since (eval_splits, …).
                 row.config = cfg.model_dump(mode="json", exclude_unset=True)
             run_id = row.id
-            adapter_repo.create_adapter(s, run_id=run_id, role=Role.AGENT, version=1, path=str(adapter_path),
+            adapter_repo.create_adapter(s, run_id=run_id, role=Role.AGENT, version=1, path=str(self.adapter_path),
                                         parent_version=None, metrics={})
             tasks = [GeneratedTask(seed_id=sd.id, domain="arithmetic", variation=0, payload=sd.payload,
-                                   status=TaskStatus.VALID) for sd in picked_for(shape)]
+                                   status=TaskStatus.VALID) for sd in self.picked_for(shape)]
             task_repo.store_generated(s, run_id, epoch, tasks)
-        load_adapter(url, adapter_name(run_id, Role.AGENT, 1), adapter_path)
-        console.log(f"{shape.name}: {label}")
+        return run_id
+
+    async def worker_row(self, label: str, baseline: bool, shape: Shape, epoch: int) -> None:
+        """Row (c) or (c0) at one shape: a fresh run with its adapter and tasks, rolled out and stored."""
+        run_id = self._stored_run(baseline, shape, epoch)
+        load_adapter(self.url, adapter_name(run_id, Role.AGENT, 1), self.adapter_path)
+        self.console.log(f"{shape.name}: {label}")
         if baseline:
-            assert tree is not None
-            r = await asyncio.to_thread(run_baseline, tree, db_url, url, run_id, epoch)
+            assert self.tree is not None
+            r = await asyncio.to_thread(run_baseline, self.tree, self.db_url, self.url, run_id, epoch)
             created, errors, tokens, secs = r["created"], r["errors"], r["tokens"], r["seconds"]
         else:
-            backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency,
-                                                           request_timeout_s=900))
+            backend = OpenAIBackend(self.url, InferenceSettings(max_concurrency=self.args.concurrency,
+                                                                request_timeout_s=900))
             try:
-                res = await rollout_epoch(sessions, backend, run_id, epoch)
+                res = await rollout_epoch(self.sessions, backend, run_id, epoch)
             finally:
                 await backend.aclose()
             created, errors, tokens, secs = res.created, res.errors, res.completion_tokens, res.seconds
         assert created == shape.tasks * shape.g and errors == 0, (label, created, errors)
-        prefill = _stored_prompt_tokens(db_url, run_id, epoch, shape.g)
+        prefill = _stored_prompt_tokens(self.db_url, run_id, epoch, shape.g)
         if not baseline:
             prefill //= shape.g  # n = G: each task's prompt is prefilled once
-        add(label, shape.name, created, prefill, tokens, secs)
+        self.add(label, shape.name, created, prefill, tokens, secs)
 
-    async def warm_up() -> None:
-        warm = [domain.agent_messages(seeds[0].payload)]
-        await direct(url, served, warm, Shape("warm", 1, 4, 8), args.temperature, 4, False)
+    async def warm_up(self) -> None:
+        warm = [self.domain.agent_messages(self.seeds[0].payload)]
+        await direct(self.url, self.served, warm, Shape("warm", 1, 4, 8), self.args.temperature, 4, False)
 
-    async def current_rows() -> None:
-        await warm_up()
-        agent_adapter = "bench-agent"
-        load_adapter(url, agent_adapter, adapter_path)
-        # Rounds alternate the rows (a, b, c, a, b, c, …) so that a slow spell of the machine hits every row alike.
-        for rnd in range(args.rounds):
-            for i, shape in enumerate(shapes):
-                prompts = [domain.agent_messages(sd.payload) for sd in picked_for(shape)]
-                for label, model, per_attempt in [
-                    ("(a) vLLM direct, base, n=G", served, False),
-                    ("(a') vLLM direct, base, one request per attempt", served, True),
-                    ("(b) vLLM direct, adapter, n=G", agent_adapter, False),
-                    ("(b') vLLM direct, adapter, one request per attempt", agent_adapter, True),
-                ]:
-                    if per_attempt and args.skip_per_attempt:
-                        continue
-                    console.log(f"{shape.name}: {label} (round {rnd + 1}/{args.rounds})")
-                    n, p, c, secs = await direct(url, model, prompts, shape, args.temperature, args.concurrency,
-                                                 per_attempt)
-                    add(label, shape.name, n, p, c, secs)
-                await worker_row("(c) rollout worker, adapter, stored", False, shape, rnd * len(shapes) + i)
+    async def direct_rows(self, rnd: int, shape: Shape, agent_adapter: str) -> None:
+        """Rows (a)–(b') at one shape, one round."""
+        args = self.args
+        prompts = [self.domain.agent_messages(sd.payload) for sd in self.picked_for(shape)]
+        for label, model, per_attempt in [
+            ("(a) vLLM direct, base, n=G", self.served, False),
+            ("(a') vLLM direct, base, one request per attempt", self.served, True),
+            ("(b) vLLM direct, adapter, n=G", agent_adapter, False),
+            ("(b') vLLM direct, adapter, one request per attempt", agent_adapter, True),
+        ]:
+            if per_attempt and args.skip_per_attempt:
+                continue
+            self.console.log(f"{shape.name}: {label} (round {rnd + 1}/{args.rounds})")
+            n, p, c, secs = await direct(self.url, model, prompts, shape, args.temperature, args.concurrency,
+                                         per_attempt)
+            self.add(label, shape.name, n, p, c, secs)
 
+    async def simulator_rows(self, agent_adapter: str) -> None:
+        """Rows (d) and (d'): short runs in the same rounds, alternating (base, adapter, free, base, …), summed."""
+        args, seeds = self.args, self.seeds
         sim_seeds = [InlineSeed(id=sd.id, payload=sd.payload) for sd in seeds[:: max(1, len(seeds) // args.sim_seeds)]]
         sim_seeds = sim_seeds[: args.sim_seeds]
         sim_shape = f"{len(sim_seeds)} seeds × n={args.sim_n}"
-        # Short runs: the same rounds, alternating (base, adapter, free, base, …), summed per row.
         totals: dict[str, list[float]] = {}
         for label, adapter in args.rounds * [(SIM_BASE, None), (SIM_ADAPTER, agent_adapter), (SIM_FREE, None)]:
             request = GenerateRequest(domain="arithmetic", seeds=sim_seeds, n=args.sim_n, target_success=0.5,
                                       adapter=adapter, temperature=1.0, max_tokens=args.sim_max_tokens)
             guided = label != SIM_FREE
-            backend = OpenAIBackend(url, InferenceSettings(max_concurrency=args.concurrency, request_timeout_s=900))
-            console.log(f"{sim_shape}: {label}")
+            backend = OpenAIBackend(self.url, InferenceSettings(max_concurrency=args.concurrency,
+                                                                request_timeout_s=900))
+            self.console.log(f"{sim_shape}: {label}")
             start = time.perf_counter()
             try:
-                tasks = await generate_tasks(backend, domain, request, request.seeds, guided=guided)
+                tasks = await generate_tasks(backend, self.domain, request, request.seeds, guided=guided)
             finally:
                 await backend.aclose()
             secs = time.perf_counter() - start
@@ -384,63 +407,102 @@ def main() -> None:
             total[2] += sum(t.completion_tokens or 0 for t in tasks)
             total[3] += secs
         for label, (units, prompt, completion, secs) in totals.items():
-            rows.append(Row(label, sim_shape, int(units), int(prompt), int(completion), secs))
+            self.rows.append(Row(label, sim_shape, int(units), int(prompt), int(completion), secs))
 
-    async def baseline_rows() -> None:
-        await warm_up()
-        for epoch, shape in enumerate(shapes):  # one round: the baseline is several times slower
-            await worker_row("(c0) baseline worker, adapter, stored", True, shape, epoch)
+    async def current_rows(self) -> None:
+        """Rows (a)–(d) of this checkout."""
+        await self.warm_up()
+        agent_adapter = "bench-agent"
+        load_adapter(self.url, agent_adapter, self.adapter_path)
+        # Rounds alternate the rows (a, b, c, a, b, c, …) so that a slow spell of the machine hits every row alike.
+        for rnd in range(self.args.rounds):
+            for i, shape in enumerate(SHAPES):
+                await self.direct_rows(rnd, shape, agent_adapter)
+                await self.worker_row("(c) rollout worker, adapter, stored", False, shape, rnd * len(SHAPES) + i)
+        await self.simulator_rows(agent_adapter)
 
-    if args.url is not None:
-        if tree is not None:
-            asyncio.run(baseline_rows())
-        asyncio.run(current_rows())
-    else:
-        if tree is not None:
+    async def baseline_rows(self) -> None:
+        """Row (c0): one round (the baseline is several times slower)."""
+        await self.warm_up()
+        for epoch, shape in enumerate(SHAPES):
+            await self.worker_row("(c0) baseline worker, adapter, stored", True, shape, epoch)
+
+    def measure(self) -> None:
+        """Every row, on the servers the benchmark starts (or on ``--url``'s)."""
+        if self.args.url is not None:
+            if self.tree is not None:
+                asyncio.run(self.baseline_rows())
+            asyncio.run(self.current_rows())
+            return
+        if self.tree is not None:
             # The baseline's own launcher and server settings, without this checkout's vLLM plugin.
-            console.log(f"starting the baseline's vLLM server ({args.baseline_rev})")
-            with vllm(args.port, tmp / "vllm-baseline.log", tree=tree, env={"GENENV_VLLM_GROUPED_LORA": "0"}):
-                asyncio.run(baseline_rows())
-        console.log("starting this checkout's vLLM server")
-        with vllm(args.port, tmp / "vllm.log"):
-            asyncio.run(current_rows())
+            self.console.log(f"starting the baseline's vLLM server ({self.args.baseline_rev})")
+            with vllm(self.args.port, self.tmp / "vllm-baseline.log", tree=self.tree,
+                      env={"GENENV_VLLM_GROUPED_LORA": "0"}):
+                asyncio.run(self.baseline_rows())
+        self.console.log("starting this checkout's vLLM server")
+        with vllm(self.args.port, self.tmp / "vllm.log"):
+            asyncio.run(self.current_rows())
 
-    order = {shape.name: i for i, shape in enumerate(shapes)}
+
+def sort_rows(rows: list[Row]) -> None:
+    """Shapes in SHAPES' order, then rows in ROW_ORDER's."""
+    order = {shape.name: i for i, shape in enumerate(SHAPES)}
     rows.sort(key=lambda r: (order.get(r.shape, len(order)), next(i for i, p in enumerate(ROW_ORDER)
                                                                   if r.path.startswith(p))))
+
+
+def ratio(rows: list[Row], num: str, den: str, shape: str) -> str:
+    """Per-second ratio of two rows at one shape ("n/a" when either is missing)."""
+    a = next((r for r in rows if r.path.startswith(num) and r.shape == shape), None)
+    b = next((r for r in rows if r.path.startswith(den) and r.shape == shape), None)
+    return "n/a" if a is None or b is None else f"{a.per_s / b.per_s:.2f}"
+
+
+def render(console: Console, args: argparse.Namespace, rows: list[Row], limit: Limit, model_name: str) -> None:
+    """The throughput table, the limit, the ratios and the simulator's adapter cost."""
     where = args.url or "servers started per row group"
-    table = Table(title=f"Rollout and generation throughput: {os.cpu_count()} cores, {where}, {model_dir.name}, "
+    table = Table(title=f"Rollout and generation throughput: {os.cpu_count()} cores, {where}, {model_name}, "
                         f"T={args.temperature}, concurrency {args.concurrency}, LoRA rank {args.lora_rank}, "
                         f"{args.rounds} rounds")
     for col in ["path", "shape", "rollouts / tasks", "seconds", "per s", "gen tokens/s", "of limit"]:
         table.add_column(col, justify="left" if col in {"path", "shape"} else "right")
     for r in rows:
         table.add_row(r.path, r.shape, str(r.units), f"{r.seconds:.1f}", f"{r.per_s:.2f}", f"{r.tokens_per_s:.1f}",
-                      f"{r.fraction_of(limit_tokens_per_s):.1%}")
+                      f"{r.fraction_of(limit.tokens_per_s):.1%}")
     console.print(table)
     console.print(
-        f"limit: matmul {gflops['bfloat16']:.1f} GFLOP/s bf16, {gflops['float32']:.1f} GFLOP/s fp32 "
-        f"({os.cpu_count()} threads) → {limit_tokens_per_s:,.0f} tokens/s at 2 × {params / 1e6:.0f}M FLOPs/token"
+        f"limit: matmul {limit.gflops['bfloat16']:.1f} GFLOP/s bf16, {limit.gflops['float32']:.1f} GFLOP/s fp32 "
+        f"({os.cpu_count()} threads) → {limit.tokens_per_s:,.0f} tokens/s at 2 × {limit.params / 1e6:.0f}M "
+        "FLOPs/token"
     )
-
-    def ratio(num: str, den: str, shape: str) -> str:
-        a = next((r for r in rows if r.path.startswith(num) and r.shape == shape), None)
-        b = next((r for r in rows if r.path.startswith(den) and r.shape == shape), None)
-        return "n/a" if a is None or b is None else f"{a.per_s / b.per_s:.2f}"
-
     ratios = Table(title="Ratios (same run)")
     for col in ["shape", "(c)/(b)  ≥ 0.9", "(c)/(a)  ≥ 0.8", "(c)/(c0)  ≥ 3", "(b)/(a) adapter cost"]:
         ratios.add_column(col, justify="left" if col == "shape" else "right")
-    for shape in shapes:
-        ratios.add_row(shape.name, ratio("(c) ", "(b) ", shape.name), ratio("(c) ", "(a) ", shape.name),
-                       ratio("(c) ", "(c0)", shape.name), ratio("(b) ", "(a) ", shape.name))
+    for shape in SHAPES:
+        ratios.add_row(shape.name, ratio(rows, "(c) ", "(b) ", shape.name), ratio(rows, "(c) ", "(a) ", shape.name),
+                       ratio(rows, "(c) ", "(c0)", shape.name), ratio(rows, "(b) ", "(a) ", shape.name))
     console.print(ratios)
     sim = {r.path: r for r in rows if r.path in (SIM_BASE, SIM_ADAPTER)}
     if len(sim) == 2:
         with_adapter = sim[SIM_ADAPTER].per_s / sim[SIM_BASE].per_s
         console.print(f"simulator generation with / without adapter: {with_adapter:.2f} (target ≥ 0.8)")
-    if tree is not None:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
+def main() -> None:
+    args = parse_args()
+    console = Console(width=160)
+    settings = get_settings()
+    model_dir = resolve_model(args.model or settings.inference.base_model, settings.paths.model_cache)
+    tmp = Path(tempfile.mkdtemp(prefix="genenv-bench-"))
+    console.log(f"limit: matmul at the model's MLP shapes ({model_dir.name})")
+    limit = measure_limit(model_dir)
+    bench = Bench(args, console, model_dir, tmp)
+    bench.measure()
+    sort_rows(bench.rows)
+    render(console, args, bench.rows, limit, model_dir.name)
+    if bench.tree is not None:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(bench.tree)], check=False)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,8 +173,8 @@ def served(vllm_url: str, adapter: str) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    """Parse arguments, measure both roles in child processes, time vLLM hot-loading, print the table."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``--measure`` is the child process's)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=Path.home() / ".genenv" / "models" / "smollm2-135m-instruct")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -188,52 +189,52 @@ def main() -> None:
     parser.add_argument("--measure", choices=["agent", "simulator", "memory"], help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--seq", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.measure == "memory":
-        print(json.dumps(measure_memory(args.model, args.threads, args.seq, args.checkpointing_min_tokens,
-                                        args.device)))
-        return
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.model, args.threads, args.steps, args.store, args.device)))
-        return
+    return parser.parse_args(argv)
 
+
+def _child(*extra: str) -> dict[str, Any]:
+    """This script as a child process measuring one thing (a fresh process: its peak memory is its own)."""
+    cmd = [sys.executable, __file__, *extra]
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@dataclass
+class Measured:
+    """Both roles' training steps, the memory table's rows, the vLLM timing (None when skipped) and the load."""
+
+    rows: list[dict[str, Any]]
+    memory: list[dict[str, Any]]
+    vllm: dict[str, float] | None
+    load_before: float
+
+
+def measure_all(args: argparse.Namespace) -> Measured:
+    """Each role's steps and each sequence length's memory in a child process; then the adapter → vLLM timing."""
     load_before = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as store:
         for role in ("agent", "simulator"):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--measure",
-                role,
-                "--model",
-                str(args.model),
-                "--threads",
-                str(args.threads),
-                "--device",
-                args.device,
-                "--steps",
-                str(args.steps),
-                "--store",
-                store,
-            ]
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            rows.append(_child("--measure", role, "--model", str(args.model), "--threads", str(args.threads),
+                               "--device", args.device, "--steps", str(args.steps), "--store", store))
         vllm = None if args.no_vllm else served(args.vllm_url, rows[-1]["adapter"])
-    memory = []
-    for seq in [int(x) for x in args.seq_lens.split(",")]:
-        cmd = [sys.executable, __file__, "--measure", "memory", "--model", str(args.model), "--threads",
-               str(args.threads), "--device", args.device, "--seq", str(seq), "--checkpointing-min-tokens",
-               str(args.checkpointing_min_tokens)]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        memory.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    memory = [
+        _child("--measure", "memory", "--model", str(args.model), "--threads", str(args.threads), "--device",
+               args.device, "--seq", str(seq), "--checkpointing-min-tokens", str(args.checkpointing_min_tokens))
+        for seq in [int(x) for x in args.seq_lens.split(",")]
+    ]
+    return Measured(rows, memory, vllm, load_before)
 
+
+def render(args: argparse.Namespace, m: Measured) -> None:
+    """The step table, the memory table and the vLLM line, as plain text."""
+    rows, memory, vllm = m.rows, m.memory, m.vllm
     on = rows[0]["device"]
     where = f"CPU, {args.threads} torch thread(s)" if on == "cpu" else "CUDA"
     kind = "RSS" if on == "cpu" else "CUDA alloc"
     print(
         f"\nTrainer step benchmark — SmolLM2-135M bf16, LoRA r16 q/k/v/o, seq {SEQ} × batch {BATCH}, {where}; "
-        f"machine load average {load_before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        f"machine load average {m.load_before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(f"{'job':<16}{'steps':>6}{'first step s':>14}{'median s/step':>15}{'tokens/step':>13}"
           f"{'peak ' + kind + ' MB':>20}")
@@ -247,9 +248,10 @@ def main() -> None:
     print(f"\nPeak {kind} memory of one GRPO step, batch 1 (gradient checkpointing from "
           f"{args.checkpointing_min_tokens} tokens; log-probs in chunks of 1,024 positions)")
     print(f"{'tokens/seq':>10}{'model MB':>10}{'peak MB':>10}{'above model MB':>16}{'ratio':>8}{'linear':>8}{'s':>7}")
-    for m in memory:
-        print(f"{m['seq']:>10}{m['loaded_mb']:>10.0f}{m['peak_mb']:>10.0f}{m['above_mb']:>16.0f}"
-              f"{m['above_mb'] / max(base['above_mb'], 1e-9):>8.2f}{m['seq'] / base['seq']:>8.2f}{m['seconds']:>7.1f}")
+    for mem in memory:
+        print(f"{mem['seq']:>10}{mem['loaded_mb']:>10.0f}{mem['peak_mb']:>10.0f}{mem['above_mb']:>16.0f}"
+              f"{mem['above_mb'] / max(base['above_mb'], 1e-9):>8.2f}{mem['seq'] / base['seq']:>8.2f}"
+              f"{mem['seconds']:>7.1f}")
     if vllm is None:
         return
     print(
@@ -257,6 +259,19 @@ def main() -> None:
         f"answer {vllm['written_to_served_s'] * 1000:.0f} ms; in-place swap {vllm['inplace_load_s'] * 1000:.0f} ms, "
         f"swap → first answer {vllm['inplace_to_served_s'] * 1000:.0f} ms"
     )
+
+
+def main() -> None:
+    """Parse arguments, measure both roles in child processes, time vLLM hot-loading, print the table."""
+    args = parse_args()
+    if args.measure == "memory":
+        print(json.dumps(measure_memory(args.model, args.threads, args.seq, args.checkpointing_min_tokens,
+                                        args.device)))
+        return
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.model, args.threads, args.steps, args.store, args.device)))
+        return
+    render(args, measure_all(args))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,8 @@ def post_all(port: int, bodies: list[bytes], in_flight: int) -> list[dict[str, A
         return [v for batch in pool.map(one, bodies) for v in batch]
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--benchmarks", type=Path, default=get_settings().paths.benchmarks,
@@ -134,12 +136,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--batch", type=int, default=1024, help="Items per /v1/verify request.")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
-    official = load_official()
-    cases = build_cases(bfcl_dir(args.benchmarks), args.per_task, args.seed)
+
+def paths(cases: list[Case], official: Any) -> dict[str, Callable[[], Any]]:
+    """The in-process paths, each verifying every case: the official checker and ours, on decoded calls and on
+    text."""
     decoded = [[Call(next(iter(c)), next(iter(c.values()))) for c in case.calls or []] for case in cases]
-    n = len(cases)
 
     def official_decoded() -> list[bool]:
         py = official.language_python
@@ -162,31 +165,41 @@ def main() -> None:
     def ours_text() -> list[Verdict]:
         return [DOMAIN.verify(c.task, c.response) for c in cases]
 
-    items = [{"domain": "function_calling", "task": c.task, "response": c.response} for c in cases]
-    bodies = [json.dumps({"items": items[i : i + args.batch]}).encode() for i in range(0, n, args.batch)]
+    return {"official · decoded": official_decoded, "ours · decoded": ours_decoded,
+            "official · text": official_text, "ours · text": ours_text}
 
-    best: dict[str, float] = {}
-    best_cpu: dict[str, float] = {}
-    outputs: dict[str, Any] = {}
+
+@dataclass
+class Timings:
+    """Best wall and CPU seconds per path over the rounds, and each path's last output."""
+
+    best: dict[str, float] = field(default_factory=dict)
+    best_cpu: dict[str, float] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def measure(args: argparse.Namespace, cases: list[Case], in_process: dict[str, Callable[[], Any]]) -> Timings:
+    """Every path, best of ``args.rounds`` rounds, the service's over HTTP in batches of ``args.batch``."""
+    items = [{"domain": "function_calling", "task": c.task, "response": c.response} for c in cases]
+    bodies = [json.dumps({"items": items[i : i + args.batch]}).encode() for i in range(0, len(cases), args.batch)]
+    t = Timings()
     with tempfile.TemporaryDirectory() as tmp, verifier(args.benchmarks, Path(tmp)) as service:
         proc, port = service.proc, service.port
         post_all(port, bodies[:2], 2)  # warm-up: imports, first compiles, both connections
         for _ in range(args.rounds):
-            for name, fn in (
-                ("official · decoded", official_decoded),
-                ("ours · decoded", ours_decoded),
-                ("official · text", official_text),
-                ("ours · text", ours_text),
-                ("service · HTTP", lambda: post_all(port, bodies, 2)),
-            ):
+            for name, fn in (*in_process.items(), ("service · HTTP", lambda: post_all(port, bodies, 2))):
                 seconds, cpu, out = timed(fn, proc.pid if name.startswith("service") else None)
-                best[name] = min(best.get(name, float("inf")), seconds)
-                best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
-                outputs[name] = out
+                t.best[name] = min(t.best.get(name, float("inf")), seconds)
+                t.best_cpu[name] = min(t.best_cpu.get(name, float("inf")), cpu)
+                t.outputs[name] = out
+    return t
 
+
+def identical_counts(outputs: dict[str, Any], n: int) -> dict[str, int]:
+    """Per path, the verdicts that agree with its reference (the official text checker, or the in-process path)."""
     reference = outputs["official · text"]
     in_process = [v.model_dump(mode="json") for v in outputs["ours · text"]]
-    identical = {
+    return {
         "official · decoded": sum(a == b for a, b in zip(outputs["official · decoded"], reference, strict=True)),
         "ours · decoded": sum(
             a == b for a, b in zip(outputs["ours · decoded"], outputs["official · decoded"], strict=True)
@@ -197,18 +210,25 @@ def main() -> None:
         ),
         "service · HTTP": sum(a == b for a, b in zip(outputs["service · HTTP"], in_process, strict=True)),
     }
-    rate = {name: n / s for name, s in best.items()}
-    cpu_rate = {name: n / s for name, s in best_cpu.items()}
-    pairs = {
-        "ours · decoded": ("official · decoded", 1.0),
-        "ours · text": ("official · text", 1.0),
-        "service · HTTP": ("ours · text", 0.5),
-    }
-    table = Table(title=f"Function-call verdicts per second · {n} items · best of {args.rounds} rounds")
+
+
+PAIRS = {
+    "ours · decoded": ("official · decoded", 1.0),
+    "ours · text": ("official · text", 1.0),
+    "service · HTTP": ("ours · text", 0.5),
+}
+"""Path → (the path it is compared with, the target ratio)."""
+
+
+def render(t: Timings, identical: dict[str, int], n: int, rounds: int) -> Table:
+    """The verdicts-per-second table with ratios against each path's reference and the targets."""
+    rate = {name: n / s for name, s in t.best.items()}
+    cpu_rate = {name: n / s for name, s in t.best_cpu.items()}
+    table = Table(title=f"Function-call verdicts per second · {n} items · best of {rounds} rounds")
     for col in ("path", "verdicts/s", "ratio", "target", "CPU µs/verdict", "CPU ratio", "identical"):
         table.add_column(col, justify="left" if col == "path" else "right")
-    for name in best:
-        base, target = pairs.get(name, ("", 0.0))
+    for name in t.best:
+        base, target = PAIRS.get(name, ("", 0.0))
         ratio = rate[name] / rate[base] if base else None
         cpu_ratio = cpu_rate[name] / cpu_rate[base] if base else None
         table.add_row(
@@ -224,7 +244,15 @@ def main() -> None:
         "verdicts/s: wall clock. CPU: this process (+ the service process for HTTP), so the CPU ratio does not "
         f"depend on other load; load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."
     )
-    Console().print(table)
+    return table
+
+
+def main() -> None:
+    args = parse_args()
+    official = load_official()
+    cases = build_cases(bfcl_dir(args.benchmarks), args.per_task, args.seed)
+    timings = measure(args, cases, paths(cases, official))
+    Console().print(render(timings, identical_counts(timings.outputs, len(cases)), len(cases), args.rounds))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from generated_file import generator_main  # deploy/scripts/, beside this script
 from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts import modes
+from genenv.contracts.runs import RunConfig
 from genenv.domains import domain_names
 from genenv.domains.evaluators import benchmark_names
 from genenv.settings import GenEnvSettings
@@ -70,15 +71,15 @@ HYPERPARAMETERS: dict[str, Hyper] = {
     "lora.target_modules": Hyper("", "LoRA vs full fine-tune not stated; LoRA here", True),
 }
 
-MODES: dict[RunMode, str] = {
-    RunMode.GENENV: "The method. Each epoch the simulator writes n variations per seed (its prompt carries the target "
+MODES: dict[str, str] = {
+    "genenv": "The method. Each epoch the simulator writes n variations per seed (its prompt carries the target "
     "α and the seed's success counts from earlier epochs); the agent is trained by GRPO, the simulator by RWR on "
     "the in-band generations.",
-    RunMode.RANDOM_SIMULATOR: "Baseline: as `genenv`, but the simulator is never trained (always the base model).",
-    RunMode.STATIC_AUGMENTATION: "Baseline: in epoch 0 the untrained simulator writes `static_variations` per seed; "
+    "random_simulator": "Baseline: as `genenv`, but the simulator is never trained (always the base model).",
+    "static_augmentation": "Baseline: in epoch 0 the untrained simulator writes `static_variations` per seed; "
     "every later epoch trains the agent on that same fixed set (epoch 0's seeds).",
-    RunMode.AGENT_ONLY: "Baseline: no simulator; the agent is trained by GRPO on the seed tasks themselves.",
-    RunMode.GENERIC_RWR: "Control for \"any fine-tuning on its own samples\": as `genenv`, but each epoch the "
+    "agent_only": "Baseline: no simulator; the agent is trained by GRPO on the seed tasks themselves.",
+    "generic_rwr": "Control for \"any fine-tuning on its own samples\": as `genenv`, but each epoch the "
     "simulator is trained (same settings, same dose) on a random selection of its own valid generations, as many per "
     "epoch as the α band selects from that epoch of the same run, each with weight 1.",
 }
@@ -293,7 +294,8 @@ def render() -> str:
                 f"{_cell(row.field.description or '')} |\n"
             )
     lines.append("\n### Run modes\n\n| `mode` | what runs |\n|---|---|\n")
-    lines.extend(f"| `{mode.value}` | {_cell(MODES[mode])} |\n" for mode in RunMode)
+    # A mode without a longer text here is described by its row of the run-mode table.
+    lines.extend(f"| `{m.name}` | {_cell(MODES.get(m.name, m.summary))} |\n" for m in modes.MODES.values())
     lines.append("\n### Rules checked across fields\n\n")
     lines.extend(f"- {rule}\n" for rule in CROSS_FIELD_RULES)
     lines.append(

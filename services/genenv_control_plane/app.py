@@ -11,7 +11,7 @@ from genenv.http import ReadyCheck, make_app
 from genenv.settings import GenEnvSettings, get_settings
 from genenv_control_plane.deps import ControlPlane
 from genenv_control_plane.enqueue import Enqueuer
-from genenv_control_plane.routes import dashboard, domains, experiments, inspection, runs
+from genenv_control_plane.routes import dashboard, domains, experiments, inspection, modes, runs
 
 TITLE = "GenEnv control plane"
 
@@ -32,7 +32,8 @@ def create_app(settings: GenEnvSettings | None = None, *, enqueuer: Enqueuer | N
     app = make_app(
         TITLE,
         settings,
-        routers=[runs.router, experiments.router, inspection.router, domains.router, dashboard.router],
+        routers=[runs.router, experiments.router, inspection.router, domains.router, modes.router,
+                 dashboard.router],
         lifespan=lifespan,
         ready_checks=checks,
         public_paths=dashboard.DASHBOARD_PATHS,

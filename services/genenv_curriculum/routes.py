@@ -14,6 +14,7 @@ from genenv.contracts.scores import ScoreRequest, ScoreResponse, SeedLedgerEntry
 from genenv.curriculum.scoring import score_batches
 from genenv.db.repositories import ledger, runs, scores
 from genenv.http.pagination import Cursor, Limit
+from genenv_curriculum import scoring
 from genenv_curriculum.deps import SessionDep
 
 router = APIRouter(prefix="/v1", tags=["curriculum"])
@@ -38,7 +39,7 @@ def score(body: ScoreRequest, session: SessionDep) -> ScoreResponse:
                 param=sorted(overrides)[0],
                 code="override_not_allowed",
             )
-        return scores.score_epoch(session, body.run_id, body.epoch)
+        return scoring.score_epoch(session, body.run_id, body.epoch)
     if body.epoch is not None:
         raise GenEnvError("epoch goes with run_id alone; raw counts are not stored", param="epoch")
     base = scores.run_config(session, body.run_id).curriculum if body.run_id else CurriculumConfig()
@@ -49,7 +50,7 @@ def score(body: ScoreRequest, session: SessionDep) -> ScoreResponse:
 @router.get("/runs/{run_id}/epochs/{epoch}/scores", response_model=ScoreResponse)
 def get_scores(run_id: RunId, epoch: EpochIndex, session: SessionDep) -> ScoreResponse:
     """The stored curriculum scores of one epoch (empty list when not scored yet)."""
-    return scores.stored_scores(session, run_id, epoch)
+    return scoring.stored_scores(session, run_id, epoch)
 
 
 @router.get("/runs/{run_id}/ledger/tasks", response_model=Page[TaskLedgerEntry])

@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from genenv import catalogue
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import TaskRow
 from genenv.db.repositories import ledger
-from genenv.domains import REGISTRY
 
 
 def export_rows(session: Session, run_id: str, *, status: str = "valid") -> list[dict[str, Any]]:
@@ -34,11 +34,12 @@ def export_rows(session: Session, run_id: str, *, status: str = "valid") -> list
     for t in session.scalars(stmt):
         st = stats.get(t.id)
         valid = t.status == TaskStatus.VALID.value and t.payload is not None
+        prompt = catalogue.for_task(t.domain, t.payload or {}).agent_messages(t.payload or {}) if valid else []
         rows.append(
             {
                 "data_source": f"genenv/{t.domain}",
                 "ability": t.domain,
-                "prompt": REGISTRY.for_task(t.domain, t.payload or {}).agent_messages(t.payload or {}) if valid else [],
+                "prompt": prompt,
                 "reward_model": {"style": "rule", "ground_truth": json.dumps(t.payload, sort_keys=True)},
                 "extra_info": {
                     "run_id": t.run_id, "epoch": t.epoch, "task_id": t.id, "seed_id": t.seed_id,

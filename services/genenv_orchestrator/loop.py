@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochPhase, EpochSummary, next_phase
-from genenv.contracts.runs import RunConfig, RunStatus, WaitingOn
+from genenv.contracts.runs import RunStatus, WaitingOn
 from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
@@ -102,7 +102,7 @@ async def advance(
                 first = False
                 if run.status != RunStatus.RUNNING.value:
                     return run.status
-                view = RunView(id=run.id, config=RunConfig.model_validate(run.config))
+                view = RunView(id=run.id, config=runs.config_of(run))
                 waiting = None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on)
                 epoch_row = q.get_or_create_epoch(s, run.id, run.current_epoch)
                 epoch, phase = epoch_row.index, EpochPhase(epoch_row.phase)
@@ -355,7 +355,7 @@ def _close_epoch(
         write_epoch_scalars(board, run_id, epoch, summary)
     row.phase = EpochPhase.CLOSED.value
     row.finished_at = _now()
-    config = RunConfig.model_validate(run.config)
+    config = runs.config_of(run)
     if epoch + 1 < config.epochs:
         q.get_or_create_epoch(s, run_id, epoch + 1)
         run.current_epoch = epoch + 1

@@ -12,8 +12,9 @@ from sqlalchemy import select
 
 from genenv.contracts.adapters import JobKind, JobStatus, Role
 from genenv.contracts.epochs import EpochPhase
+from genenv.contracts.modes import TaskSource
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem, VerifyRequest
-from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts.runs import RunConfig
 from genenv.contracts.scores import ScoreRequest
 from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskStatus
 from genenv.db.engine import session_scope
@@ -54,13 +55,14 @@ def _aware(ts: datetime | None) -> datetime | None:
 
 
 async def generate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
-    """Store the epoch's seeds and n simulator variations per seed (or the seeds themselves in agent_only).
+    """Store the epoch's seeds and n simulator variations per seed (or the seeds themselves: tasks ``seeds``).
 
-    static_augmentation writes its whole fixed set before training, at epoch 0: static_variations per seed for the
-    seeds of every epoch (the same seeds the other modes draw), each epoch's tasks stored under that epoch.
+    A mode whose tasks are written ``once`` (static_augmentation) writes its whole fixed set before training, at
+    epoch 0: static_variations per seed for the seeds of every epoch (the same seeds the other modes draw), each
+    epoch's tasks stored under that epoch.
     """
     cfg = run.config
-    static = cfg.mode is RunMode.STATIC_AUGMENTATION
+    static = cfg.policy.tasks is TaskSource.ONCE
     if static and epoch > 0:
         return PhaseResult.DONE  # generated at epoch 0, before any training
     epochs = range(cfg.epochs) if static else range(epoch, epoch + 1)
@@ -72,7 +74,7 @@ async def generate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseR
             todo.append((e, [(r.seed_id, r.payload, None if r.context is None else SeedStats(**r.context))
                              for r in seeds if r.seed_id not in done]))
         sim_adapter = q.latest_adapter_name(s, run.id, Role.SIMULATOR) if cfg.trains_simulator else None
-        if cfg.mode is RunMode.AGENT_ONLY:
+        if not cfg.uses_simulator:
             for sid, payload, _ in todo[0][1]:
                 s.add(TaskRow(run_id=run.id, epoch=epoch, seed_id=sid, domain=cfg.domain, variation=0,
                               status=TaskStatus.VALID.value, payload=payload, raw_text="", prompt_messages=[]))
@@ -203,7 +205,8 @@ def _train_kinds(cfg: RunConfig) -> list[JobKind]:
 
 
 async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
-    """train_agent (GRPO) and, in genenv mode, train_simulator (RWR), in parallel on the gpu queue."""
+    """train_agent (GRPO) and, in a mode that trains the simulator, train_simulator (RWR), in parallel on the gpu
+    queue."""
     kinds = _train_kinds(run.config)
     if not kinds:
         return PhaseResult.DONE

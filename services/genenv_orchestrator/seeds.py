@@ -16,12 +16,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from genenv import catalogue
 from genenv.contracts.runs import LearningProgressConfig, RunConfig, SeedSampling
 from genenv.contracts.tasks import Seed
 from genenv.curriculum.context import RecentBatch, choose_context
 from genenv.curriculum.learning_progress import seed_weights, weighted_sample
 from genenv.db.models import SeedRow
-from genenv.db.repositories import domains, ledger
+from genenv.db.repositories import ledger
 
 
 def epoch_seeds(
@@ -35,7 +36,7 @@ def epoch_seeds(
     )
     if stored:
         return stored
-    domain = domains.resolve(session, config.domain)
+    domain = catalogue.resolve(session, config.domain)
     pool = domain.load_seeds(benchmarks_dir, "train")
     history = (p_hat_history(session, run_id, epoch, beta_prior=config.curriculum.use_beta_prior)
                if config.seed_sampling is SeedSampling.LEARNING_PROGRESS else None)

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from genenv import catalogue
 from genenv.contracts.adapters import JobKind, Role, adapter_name
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.runs import RunConfig, RunStatus
@@ -31,11 +32,11 @@ from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import RunRow
 from genenv.db.repositories import adapters as adapter_repo
 from genenv.db.repositories import rollouts as rollout_repo
+from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv.db.repositories import train_jobs
 from genenv.db.repositories.rollouts import NewRollout
 from genenv.db.repositories.train_jobs import ClaimOutcome
-from genenv.domains import REGISTRY
 from genenv.inference.base import InferenceBackend, SamplingParams
 from genenv.lifecycle import RUN_FINISHED
 from genenv.outages import DependencyAwayError, Outage, classify
@@ -81,7 +82,7 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
         run = session.get(RunRow, run_id)
         if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
-        config = RunConfig.model_validate(run.config)
+        config = run_repo.config_of(run)
         # A cancelled (or failed) run gets no more attempts (a redelivered or late job does nothing).
         tasks = [] if RunStatus(run.status) in RUN_FINISHED else task_repo.valid_tasks(session, run_id, epoch)
         done = rollout_repo.stored_attempts(session, [t.id for t in tasks])
@@ -94,7 +95,7 @@ def _plan(session_factory: sessionmaker[Session], run_id: str, epoch: int) -> _P
                 continue
             try:
                 payload = task.payload or {}
-                prompt: list[dict[str, Any]] | str = REGISTRY.for_task(task.domain, payload).agent_messages(payload)
+                prompt: list[dict[str, Any]] | str = catalogue.for_task(task.domain, payload).agent_messages(payload)
             except Exception as exc:  # a bad stored task is that task's error, not the batch's
                 prompt = f"cannot render the agent prompt: {exc!r}"
             jobs.append((task.id, missing, prompt))

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from genenv import catalogue
 from genenv.contracts.adapters import Role
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.tasks import Seed
 from genenv.db.engine import ServiceDatabase
-from genenv.db.repositories import domains
-from genenv.domains import REGISTRY, UnknownDomainError, get_domain
 from genenv.domains.base import Domain
 from genenv.inference.base import InferenceBackend
 from genenv.inference.factory import build_backend
@@ -51,18 +50,13 @@ class SimulatorResources:
         404, as on the control plane: the name addresses something that does not exist, like an unknown seed id
         (404 unknown_seed); 400 is for a request that names existing things in an unacceptable way (api.md#errors).
         """
-        try:
-            return get_domain(name)
-        except UnknownDomainError as exc:
-            if "unavailable" in str(exc):
-                raise NotFoundError(str(exc), param="domain", code="unknown_domain") from None
-        with self.db.sessions() as session:
+        with self.db.sessions() as session:  # a session connects on its first query: built-ins never touch it
             try:
-                return domains.resolve(session, name)  # NotFoundError (param domain, code unknown_domain)
+                return catalogue.resolve(session, name)  # NotFoundError (param domain, code unknown_domain)
             except SQLAlchemyError:
                 # A standalone simulator may run without a migrated database: then only static domains exist.
                 raise NotFoundError(
-                    f"unknown domain {name!r}; choose from {REGISTRY.names()} (data-defined domains need "
+                    f"unknown domain {name!r}; choose from {catalogue.names()} (data-defined domains need "
                     "GENENV_DATABASE__URL pointing at the database they were registered in)",
                     param="domain", code="unknown_domain") from None
 

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from genenv.contracts.errors import GenEnvError, NotFoundError, UnavailableError
-from genenv.contracts.runs import RunConfig
 from genenv.contracts.tasks import (
     GeneratedTask,
     GenerateRequest,
@@ -19,6 +18,7 @@ from genenv.contracts.tasks import (
 )
 from genenv.db.engine import session_scope
 from genenv.db.models import RunRow
+from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
 from genenv_simulator.deps import SimulatorResources
 from genenv_simulator.generation import earlier_keys, generate_tasks, payload_key, rejection_counts
@@ -36,7 +36,7 @@ def _stored(
         if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
         rows = task_repo.epoch_tasks(session, run_id, epoch, seed_ids=seed_keys)
-        rejects = RunConfig.model_validate(run.config).simulator.reject_repeats
+        rejects = run_repo.config_of(run).simulator.reject_repeats
         earlier = task_repo.earlier_valid_payloads(session, run_id, epoch) if rejects else None
         return [task_repo.to_generated(r) for r in rows], earlier
 

@@ -1,4 +1,5 @@
-"""Read the trainer's inputs: GRPO groups (valid rollouts per task) and in-band generations with weights."""
+"""Read the trainer's inputs: GRPO groups (valid rollouts per task) and the simulator pool's candidates; the
+policies that choose among them are pure (genenv.curriculum.selection and genenv.curriculum.pool)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 from sqlalchemy import Select, and_, exists, func, select
 from sqlalchemy.orm import Session
 
+from genenv.contracts.modes import SimulatorPool
 from genenv.contracts.tasks import TaskStatus
-from genenv.curriculum.generic import size_matched_random
+from genenv.curriculum.pool import PoolCandidate, PoolPick, choose_pool, first_epoch
 from genenv.db.models import CurriculumScoreRow, RolloutRow, TaskRow, VerdictRow
 from genenv_trainer.records import Attempt, Generation, RolloutGroup
 
@@ -74,62 +76,60 @@ def has_scores(session: Session, run_id: str, epoch: int) -> bool:
                                                      CurriculumScoreRow.epoch == epoch))))
 
 
-def _band_rows(run_id: str, epoch: int, first: int) -> Select[Any]:
-    """Valid tasks of epochs [first, epoch] whose seed batch was in band with a weight: what D_env is made of."""
-    return (
-        select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text,
-               CurriculumScoreRow.weight)
-        .join(CurriculumScoreRow, and_(CurriculumScoreRow.run_id == TaskRow.run_id,
-                                       CurriculumScoreRow.epoch == TaskRow.epoch,
-                                       CurriculumScoreRow.seed_id == TaskRow.seed_id))
-        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first,
-               TaskRow.status == TaskStatus.VALID.value, CurriculumScoreRow.in_band.is_(True),
-               CurriculumScoreRow.weight.is_not(None), TaskRow.raw_text != "")
+def pool_candidates(session: Session, run_id: str, epoch: int, *, recent_epochs: int = 0) -> list[PoolCandidate]:
+    """Every valid generation of epochs [first, epoch] (recency: genenv.curriculum.pool.first_epoch) with its seed
+    batch's band flag and RWR weight, as the curriculum service stored them at SCORE: what a pool policy chooses
+    from. Ids and scores only; ``load_generations`` reads the chosen rows' text."""
+    rows = session.execute(
+        select(TaskRow.id, TaskRow.epoch, CurriculumScoreRow.in_band, CurriculumScoreRow.weight)
+        .outerjoin(CurriculumScoreRow, and_(CurriculumScoreRow.run_id == TaskRow.run_id,
+                                            CurriculumScoreRow.epoch == TaskRow.epoch,
+                                            CurriculumScoreRow.seed_id == TaskRow.seed_id))
+        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first_epoch(epoch, recent_epochs),
+               TaskRow.status == TaskStatus.VALID.value, TaskRow.raw_text != "")
     )
+    return [PoolCandidate(task_id=int(r.id), epoch=int(r.epoch), in_band=r.in_band,
+                          weight=None if r.weight is None else float(r.weight)) for r in rows]
 
 
-def _first_epoch(epoch: int, recent_epochs: int) -> int:
-    return epoch - recent_epochs + 1 if recent_epochs > 0 else 0
+def load_generations(session: Session, picks: Sequence[PoolPick]) -> list[Generation]:
+    """The chosen generations with their prompts and text, each with its pick's weight; newest epoch first."""
+    if not picks:
+        return []
+    weight = {p.task_id: p.weight for p in picks}
+    rows = session.execute(
+        select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text)
+        .where(TaskRow.id.in_(list(weight)))
+        .order_by(TaskRow.epoch.desc(), TaskRow.id)
+    )
+    return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
+                       weight=weight[r.id], epoch=r.epoch) for r in rows]
+
+
+def simulator_pool(
+    session: Session, run_id: str, epoch: int, kind: SimulatorPool, *, max_size: int, recent_epochs: int = 0,
+    seed: int = 0,
+) -> list[Generation]:
+    """D_env at ``epoch`` by the run mode's pool policy: the candidates fetched here, chosen by
+    genenv.curriculum.pool.choose_pool."""
+    candidates = pool_candidates(session, run_id, epoch, recent_epochs=recent_epochs)
+    return load_generations(session, choose_pool(kind, candidates, max_size=max_size, seed=seed))
 
 
 def pool_generations(
     session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0
 ) -> list[Generation]:
-    """The simulator pool D_env at ``epoch``: valid tasks of this and earlier epochs whose seed batch was in band,
-    each with its own batch's RWR weight (paper Algorithm 1). Newest first, at most ``max_size``; with
-    ``recent_epochs`` > 0 only that many most recent epochs."""
-    rows = session.execute(
-        _band_rows(run_id, epoch, _first_epoch(epoch, recent_epochs))
-        .order_by(TaskRow.epoch.desc(), TaskRow.id)
-        .limit(max_size)
-    )
-    return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
-                       weight=r.weight, epoch=r.epoch) for r in rows]
+    """genenv's D_env at ``epoch``: valid tasks of this and earlier epochs whose seed batch was in band, each with
+    its own batch's RWR weight (paper Algorithm 1). Newest first, at most ``max_size``; with ``recent_epochs`` > 0
+    only that many most recent epochs."""
+    return simulator_pool(session, run_id, epoch, SimulatorPool.BAND_RWR, max_size=max_size,
+                          recent_epochs=recent_epochs)
 
 
 def generic_pool_generations(
     session: Session, run_id: str, epoch: int, *, max_size: int, recent_epochs: int = 0, seed: int
 ) -> list[Generation]:
     """The generic_rwr control's pool at ``epoch``: per epoch of the window, a random selection of the run's valid
-    generations as large as the band's selection from that epoch (genenv.curriculum.generic), weight 1; newest
-    first, at most ``max_size``, as D_env. Counts and candidate ids come from SQL; only the chosen rows are loaded."""
-    first = _first_epoch(epoch, recent_epochs)
-    band = _band_rows(run_id, epoch, first).subquery()
-    matched = {int(e): int(n) for e, n in session.execute(
-        select(band.c.epoch, func.count()).group_by(band.c.epoch))}
-    candidates = session.execute(
-        select(TaskRow.id, TaskRow.epoch)
-        .where(TaskRow.run_id == run_id, TaskRow.epoch <= epoch, TaskRow.epoch >= first,
-               TaskRow.status == TaskStatus.VALID.value, TaskRow.raw_text != "")
-    ).all()
-    chosen = size_matched_random([(int(i), int(e)) for i, e in candidates], matched=matched,
-                                 epoch_of=lambda c: c[1], key_of=lambda c: c[0], seed=seed)[:max_size]
-    if not chosen:
-        return []
-    rows = session.execute(
-        select(TaskRow.id, TaskRow.seed_id, TaskRow.epoch, TaskRow.prompt_messages, TaskRow.raw_text)
-        .where(TaskRow.id.in_([i for i, _ in chosen]))
-        .order_by(TaskRow.epoch.desc(), TaskRow.id)
-    )
-    return [Generation(task_id=r.id, seed_id=r.seed_id, prompt_messages=r.prompt_messages, raw_text=r.raw_text,
-                       weight=1.0, epoch=r.epoch) for r in rows]
+    generations as large as the band's selection from that epoch, weight 1; newest first, at most ``max_size``."""
+    return simulator_pool(session, run_id, epoch, SimulatorPool.RANDOM_SIZE_MATCHED, max_size=max_size,
+                          recent_epochs=recent_epochs, seed=seed)

@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import JobKind, JobStatus, Role, TrainJob
-from genenv.contracts.runs import RunMode, RunStatus
+from genenv.contracts.epochs import PHASE_ORDER, EpochPhase
+from genenv.contracts.runs import RunStatus
 from genenv.db.engine import session_scope
 from genenv.db.heartbeat import Heartbeat
-from genenv.db.models import RunRow
-from genenv.db.repositories import adapters, scores, train_jobs
+from genenv.db.models import EpochRow, RunRow
+from genenv.db.repositories import adapters, runs, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
 from genenv.lifecycle import RUN_FINISHED
 from genenv.queue import worker_identity
@@ -104,6 +106,23 @@ def _stop_if_cancelled(session_factory: sessionmaker[Session], run_id: str, *, t
         raise RunCancelledError(f"run {run_id} is {run.status}")
 
 
+class EpochNotScoredError(RuntimeError):
+    """A train_simulator job came before its epoch was scored: only the curriculum service scores (the
+    orchestrator's SCORE phase, before TRAIN), so this is a job sent out of order, never something to repair here."""
+
+
+def _require_scores(session: Session, run_id: str, epoch: int) -> None:
+    """Fail clearly unless the curriculum service scored the epoch. An epoch past SCORE may have no score rows
+    (no seed batch had a valid attempt): its pool is then empty and the job is skipped, as before."""
+    if inputs.has_scores(session, run_id, epoch):
+        return
+    row = session.scalar(select(EpochRow).where(EpochRow.run_id == run_id, EpochRow.index == epoch))
+    if row is None or PHASE_ORDER.index(EpochPhase(row.phase)) <= PHASE_ORDER.index(EpochPhase.SCORE):
+        raise EpochNotScoredError(
+            f"epoch {epoch} of run {run_id} has no curriculum scores: the curriculum service scores an epoch at "
+            "SCORE, before TRAIN sends train_simulator (the curriculum service's POST /score)")
+
+
 def _reload(session_factory: sessionmaker[Session], job_id: int) -> TrainJob:
     with session_scope(session_factory) as s:
         return TrainJob.model_validate(train_jobs.get_job(s, job_id))
@@ -127,7 +146,7 @@ def _run_claimed(
     role = ROLE_OF[job.kind]
     _stop_if_cancelled(session_factory, job.run_id)
     with session_scope(session_factory) as s:
-        config = scores.run_config(s, job.run_id)
+        config = runs.run_config(s, job.run_id)
         parent = adapters.latest_adapter(s, job.run_id, role)
         parent_version, parent_path = (parent.version, Path(parent.path)) if parent else (None, None)
         version = adapters.next_version(s, job.run_id, role)
@@ -140,19 +159,13 @@ def _run_claimed(
                                           max_groups=math.floor(budget * config.curriculum.replay_ratio))
         elif not config.trains_simulator:
             train_jobs.finish_job(s, job.id, token, status=JobStatus.SKIPPED,
-                                  metrics={"reason": f"mode {config.mode.value} does not train the simulator"})
+                                  metrics={"reason": f"mode {config.mode} does not train the simulator"})
             return
         else:
-            if not inputs.has_scores(s, job.run_id, job.epoch):
-                scores.score_epoch(s, job.run_id, job.epoch)
-            if config.mode is RunMode.GENERIC_RWR:  # the "any fine-tuning" control: same dose, random own samples
-                generations = inputs.generic_pool_generations(
-                    s, job.run_id, job.epoch, max_size=config.simulator.pool_max_size,
-                    recent_epochs=config.simulator.pool_recent_epochs, seed=config.random_seed)
-            else:
-                generations = inputs.pool_generations(s, job.run_id, job.epoch,
-                                                      max_size=config.simulator.pool_max_size,
-                                                      recent_epochs=config.simulator.pool_recent_epochs)
+            _require_scores(s, job.run_id, job.epoch)
+            generations = inputs.simulator_pool(
+                s, job.run_id, job.epoch, config.policy.simulator_pool, max_size=config.simulator.pool_max_size,
+                recent_epochs=config.simulator.pool_recent_epochs, seed=config.random_seed)
 
     def on_step(step: int, stats: dict[str, float]) -> None:
         if beat.lost.is_set():  # the heartbeat thread found the job taken over: stop before more work is wasted

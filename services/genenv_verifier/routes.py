@@ -8,13 +8,14 @@ from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from genenv import catalogue
 from genenv.benchmarks.base import Evaluator, run_evaluation
 from genenv.contracts.adapters import EvaluateRequest, Evaluation
 from genenv.contracts.errors import GenEnvError
 from genenv.contracts.rollouts import VerifyResponse
 from genenv.contracts.runs import heldout_domain
 from genenv.db.engine import session_scope
-from genenv.db.repositories import domains, evaluations, runs
+from genenv.db.repositories import evaluations, runs
 from genenv.domains.evaluators import domain_heldout, get_evaluator
 from genenv.settings import VerifierSettings
 from genenv_verifier.deps import ResourcesDep, VerifierResources
@@ -82,8 +83,8 @@ def _evaluator(session: Session, name: str) -> Evaluator:
     """The benchmark's evaluator, or for domain:NAME one built on that domain (which may be data-defined, hence
     resolved here, where the database is)."""
     domain_name = heldout_domain(name)
-    return get_evaluator(name) if domain_name is None else domain_heldout(domains.resolve(session, domain_name,
-                                                                                          param="name"))
+    return get_evaluator(name) if domain_name is None else domain_heldout(catalogue.resolve(session, domain_name,
+                                                                                            param="name"))
 
 
 async def _evaluate(

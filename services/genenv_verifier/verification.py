@@ -6,27 +6,24 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from genenv import catalogue
+from genenv.catalogue import UnknownDomainError
 from genenv.checkers.base import checker_time_limit, invalid_verdict, run_checker
 from genenv.contracts.rollouts import Verdict, VerdictErrorKind, VerifyItem
-from genenv.domains import REGISTRY, UnknownDomainError
 from genenv.domains.base import Domain
 from genenv.domains.data.seedfile import DATA_KIND_FIELD
-
-
-def _registry_lookup(name: str, task: dict[str, Any]) -> Domain:
-    return REGISTRY.for_task(name, task)
 
 
 def verify_items(
     items: list[VerifyItem],
     success_threshold: float | None,
     time_limit_s: float,
-    lookup: Callable[[str, dict[str, Any]], Domain] = _registry_lookup,
+    lookup: Callable[[str, dict[str, Any]], Domain] = catalogue.for_task,
 ) -> list[Verdict]:
     """Verdicts in item order. An unknown domain, a checker that raises or one that times out invalidates only
     its own item (the time limit wraps every domain's verify, whether or not the domain limits itself).
 
-    Domains come from the registry; a data-defined domain (its seed file is in the database, which the verifier
+    Domains come from the catalogue; a data-defined domain (its seed file is in the database, which the verifier
     does not read) is found by the kind its task payload names."""
     domains: dict[tuple[str, str | None], Domain | None] = {}
     verdicts: list[Verdict] = []

@@ -28,6 +28,8 @@ REJECTION_HINTS: dict[str, str] = {
     "or raise max_task_tokens",
     RejectionReason.GENERATION_ERROR.value: "the inference server failed the request (timeout, server error, "
     "unknown adapter): see the simulator's and the inference server's logs",
+    RejectionReason.REPEAT.value: "the simulator rewrote a valid task of an earlier epoch word for word "
+    "(simulator.reject_repeats is on): expected now and then; if most are repeats, raise simulator_temperature",
 }
 """Rejection reason → the likely fix. Every RejectionReason has one (a test checks)."""
 

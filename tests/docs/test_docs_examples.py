@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from genenv.cli.experiments import load_experiment
 from genenv.cli.main import app
-from genenv.contracts.runs import GrpoBudget, RunConfig, RunMode, SeedSampling
+from genenv.contracts.modes import MODES
+from genenv.contracts.runs import GrpoBudget, RunConfig, SeedSampling
 from genenv.domains import domain_names
 from genenv.domains.evaluators import benchmark_names
 from genenv.experiments.budget import check_equal_attempts, filter_arm
@@ -24,10 +25,10 @@ EXPERIMENTS = sorted(EXAMPLES.glob("experiment-*.yaml"))
 FILES = sorted(set(EXAMPLES.glob("*.yaml")) - set(EXPERIMENTS))
 QUICKSTART = EXAMPLES / "quickstart-arithmetic.yaml"
 BASELINES = {
-    RunMode.RANDOM_SIMULATOR: EXAMPLES / "baseline-random-simulator.yaml",
-    RunMode.STATIC_AUGMENTATION: EXAMPLES / "baseline-static-augmentation.yaml",
-    RunMode.AGENT_ONLY: EXAMPLES / "baseline-agent-only.yaml",
-    RunMode.GENERIC_RWR: EXAMPLES / "baseline-generic-rwr.yaml",
+    "random_simulator": EXAMPLES / "baseline-random-simulator.yaml",
+    "static_augmentation": EXAMPLES / "baseline-static-augmentation.yaml",
+    "agent_only": EXAMPLES / "baseline-agent-only.yaml",
+    "generic_rwr": EXAMPLES / "baseline-generic-rwr.yaml",
 }
 # The learning experiment of issue 35 (docs/experiments/preregistration-learning.md): arm → file.
 LEARNING = {
@@ -79,7 +80,7 @@ def test_the_examples_exist() -> None:
     names = {p.name for p in FILES}
     assert {"quickstart-arithmetic.yaml", "bfcl-function-calling.yaml", "paper-scale-qwen7b.yaml"} <= names
     assert {p.name for p in BASELINES.values()} <= names
-    assert {_load(p).mode for p in FILES} == set(RunMode)
+    assert {_load(p).mode for p in FILES} == set(MODES)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -127,7 +128,7 @@ def test_runs_create_rejects_a_misspelt_example(tmp_path: Path) -> None:
 def test_paper_scale_carries_table_2() -> None:
     config = _load(EXAMPLES / "paper-scale-qwen7b.yaml")
     assert {path: _get(config, path) for path in PAPER} == PAPER
-    assert config.mode is RunMode.GENENV
+    assert config.mode == "genenv"
     # Table 2's 1e-6 / 5e-7 are full fine-tuning rates; the preset trains LoRA adapters, which need ≈10× more.
     assert 5e-6 <= config.agent.learning_rate <= 3e-5
     assert config.simulator.learning_rate <= config.agent.learning_rate
@@ -150,14 +151,14 @@ def test_gpu_examples_use_the_model_their_deployment_serves() -> None:
 def test_quickstart_runs_on_the_cpu_model() -> None:
     config = _load(QUICKSTART)
     assert config.base_model == RunConfig().base_model and config.domain == "arithmetic"
-    assert config.mode is RunMode.GENENV
+    assert config.mode == "genenv"
 
 
 @pytest.mark.parametrize("mode", list(BASELINES), ids=str)
-def test_baselines_differ_from_the_quickstart_only_in_mode(mode: RunMode) -> None:
+def test_baselines_differ_from_the_quickstart_only_in_mode(mode: str) -> None:
     quick = _load(QUICKSTART).model_dump()
     baseline = _load(BASELINES[mode]).model_dump()
-    assert baseline["mode"] == mode.value
+    assert baseline["mode"] == mode
     differing = {k for k in quick if quick[k] != baseline[k]}
     assert differing <= {"name", "mode", "static_variations"}
 
@@ -187,7 +188,7 @@ def test_experiment_preset_is_valid_and_accepted(path: Path, tmp_path: Path) -> 
     # The paper's α, except where a pre-registered design moves it to put levels on both sides (level_sides).
     assert body.template.curriculum.alpha == (0.15 if body.level_sides else 0.5)
     if path.name not in LEARNING.values():  # the learning experiment's arms are one file each (below)
-        assert {RunMode.GENENV, RunMode.RANDOM_SIMULATOR} <= set(body.modes)
+        assert {"genenv", "random_simulator"} <= set(body.modes)
     assert body.replicates >= 2  # intervals need replicates
     env = {
         "GENENV_DATABASE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
@@ -206,14 +207,14 @@ def test_cpu_preset_is_the_arithmetic_ablation() -> None:
     body = load_experiment(EXAMPLES / "experiment-cpu-arithmetic.yaml")
     assert body.template.domain == "arithmetic" and body.template.eval_benchmarks == ["arithmetic"]
     assert body.template.base_model == "smollm2-135m-instruct" and not body.concurrent
-    assert body.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+    assert body.modes == ["genenv", "random_simulator", "static_augmentation"]
     assert body.template.curriculum.k_min == 0.1  # the paper's band
 
 
 def test_wide_band_preset_differs_only_in_the_band() -> None:
     paper = load_experiment(EXAMPLES / "experiment-cpu-arithmetic.yaml")
     wide = load_experiment(EXAMPLES / "experiment-cpu-arithmetic-wide-band.yaml")
-    assert wide.template.curriculum.k_min == 0.25 and wide.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR]
+    assert wide.template.curriculum.k_min == 0.25 and wide.modes == ["genenv", "random_simulator"]
     same = paper.template.model_copy(update={"name": wide.template.name, "curriculum": wide.template.curriculum})
     assert same == wide.template and wide.replicates == paper.replicates
     assert paper.template.curriculum.model_copy(update={"k_min": 0.25}) == wide.template.curriculum
@@ -224,7 +225,7 @@ def test_gpu_preset_carries_table_2() -> None:
     assert {path: _get(body.template, path) for path in PAPER} == PAPER
     assert body.template.eval_benchmarks == ["bfcl"] and body.concurrent
     assert body.template.curriculum.k_min == 0.1
-    assert set(body.modes) == set(RunMode)
+    assert set(body.modes) == set(MODES)
 
 
 def test_qwen_presets_run_function_calling_with_bfcl_ast_held_out() -> None:
@@ -237,21 +238,21 @@ def test_qwen_presets_run_function_calling_with_bfcl_ast_held_out() -> None:
         assert t.curriculum.k_min == 0.1 and t.rollouts_per_task == 8
         # BFCL prompts with Qwen's tokenizer reach ≈ 1,000 tokens at p90: shorter limits would skip sequences.
         assert t.agent.max_seq_len >= 2048 and t.simulator.max_seq_len >= 3072
-    assert cpu.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+    assert cpu.modes == ["genenv", "random_simulator", "static_augmentation"]
     assert cpu.replicates == 2 and not cpu.concurrent
-    assert set(gpu.modes) == set(RunMode) and gpu.replicates == 3 and gpu.concurrent
+    assert set(gpu.modes) == set(MODES) and gpu.replicates == 3 and gpu.concurrent
 
 
 def test_learning_arms_share_everything_but_their_curriculum_at_equal_agent_attempts() -> None:
     main, filt, progress, calibration = (load_experiment(EXAMPLES / LEARNING[k])
                                          for k in ("main", "filter", "progress", "calibration"))
-    assert main.modes == [RunMode.GENENV, RunMode.STATIC_AUGMENTATION]
-    assert filt.modes == progress.modes == [RunMode.RANDOM_SIMULATOR]
+    assert main.modes == ["genenv", "static_augmentation"]
+    assert filt.modes == progress.modes == ["random_simulator"]
     assert main.seeds() == filt.seeds() == progress.seeds()  # paired by replicate seed across the files
     t = main.template
     arms = {
         "genenv": t,
-        "static_augmentation": t.model_copy(update={"mode": RunMode.STATIC_AUGMENTATION}),
+        "static_augmentation": t.model_copy(update={"mode": "static_augmentation"}),
         "filter": filt.template,
         "learning_progress": progress.template,
     }
@@ -267,7 +268,7 @@ def test_learning_arms_share_everything_but_their_curriculum_at_equal_agent_atte
         "learning_progress": progress.template.learning_progress})
     # The calibration runs the same template under static_augmentation, on its own fresh seeds, at the grid's
     # first dose.
-    assert calibration.modes == [RunMode.STATIC_AUGMENTATION] and calibration.replicates == 3
+    assert calibration.modes == ["static_augmentation"] and calibration.replicates == 3
     assert not set(calibration.seeds()) & set(main.seeds())
     agent = t.agent.model_copy(update={"learning_rate": 5e-5, "max_steps_per_epoch": 1})
     assert calibration.template == t.model_copy(update={"name": calibration.template.name, "agent": agent})
@@ -277,7 +278,7 @@ def test_learning_arms_share_everything_but_their_curriculum_at_equal_agent_atte
 def test_two_sided_preset_is_the_pre_registered_design() -> None:
     body = load_experiment(EXAMPLES / "experiment-cpu-two-sided.yaml")
     t = body.template
-    assert body.modes == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.GENERIC_RWR]
+    assert body.modes == ["genenv", "random_simulator", "generic_rwr"]
     assert body.replicates == 8 and body.random_seeds is not None and len(set(body.random_seeds)) == 8
     assert (t.curriculum.alpha, t.curriculum.k_min, t.agent.train, t.curriculum.prompt_stats) == (0.15, 0.1, False,
                                                                                                    False)

@@ -18,6 +18,7 @@ from pathlib import PurePath
 from fastapi import APIRouter, Response
 
 from genenv.contracts.errors import NotFoundError
+from genenv_control_plane.routes import modes
 
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
@@ -32,7 +33,9 @@ _ASSETS = {
     if (suffix := PurePath(f.name).suffix) in _MEDIA_TYPES
 }
 """Every script module and stylesheet of static/, by file name (a new module is served without a route change)."""
-DASHBOARD_PATHS = frozenset({"/dashboard", *(f"/dashboard/{name}" for name in _ASSETS)})
+MODES_CSS = "modes.css"
+"""The mode colours, generated from the run-mode table (genenv_control_plane.routes.modes.stylesheet)."""
+DASHBOARD_PATHS = frozenset({"/dashboard", f"/dashboard/{MODES_CSS}", *(f"/dashboard/{name}" for name in _ASSETS)})
 """Served without a token: the static shell only."""
 
 _HEADERS = {
@@ -59,7 +62,9 @@ def dashboard() -> Response:
 
 @router.get("/dashboard/{name}")
 def dashboard_asset(name: str) -> Response:
-    """One of the page's script modules or its stylesheet."""
+    """One of the page's script modules or its stylesheets."""
+    if name == MODES_CSS:
+        return Response(modes.stylesheet(), media_type=_MEDIA_TYPES[".css"], headers=_HEADERS)
     media_type = _ASSETS.get(name)
     if media_type is None:
         raise NotFoundError(f"no dashboard asset {name!r}", param="name", code="asset_not_found")

@@ -8,10 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from starlette.concurrency import run_in_threadpool
 
+from genenv import catalogue
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.experiments import Experiment, ExperimentCreate, ExperimentSeries
 from genenv.contracts.pagination import DEFAULT_LIMIT, Page
-from genenv.db.repositories import domains, experiments
+from genenv.db.repositories import experiments
 from genenv.experiments.series import build_series
 from genenv.http.pagination import Cursor, Limit
 from genenv.models.locations import check_model_location, model_roots
@@ -28,7 +29,7 @@ def create_experiment(body: ExperimentCreate, cp: ControlPlaneDep) -> Experiment
     """Store the experiment and its member runs (status 'created'); nothing runs until it is started."""
     check_model_location(body.template.base_model, model_roots(cp.settings.paths), param="template.base_model")
     with cp.transaction() as session:
-        domains.check_config_domains(session, body.template, param="template")
+        catalogue.check_config_domains(session, body.template, param="template")
         row = experiments.create(session, body)
         return experiments.to_contract(row, experiments.members(session, row.id))
 
@@ -52,7 +53,7 @@ def get_series(experiment_id: ExperimentId, cp: ControlPlaneDep) -> ExperimentSe
     """p̂, in-band share, held-out accuracy, generated tasks, response length and task difficulty per epoch."""
     with cp.transaction() as session:
         template = experiments.spec(experiments.get(session, experiment_id)).template
-        domain = domains.resolve(session, template.domain)
+        domain = catalogue.resolve(session, template.domain)
         recalled = cp.difficulty.recall(experiments.member_ids(session, experiment_id))
         records = experiments.series_records(session, experiment_id, known=recalled.keys())
     # Outside the transaction: the numbers need no database, and the pool gets its connection back sooner.

@@ -8,10 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 from starlette.concurrency import run_in_threadpool
 
+from genenv import catalogue
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.contracts.runs import Run, RunAction, RunCreate, RunStatus
-from genenv.db.repositories import domains, experiments, runs
+from genenv.db.repositories import experiments, runs
 from genenv.http.pagination import Cursor, Limit
 from genenv.models.locations import check_model_location, model_roots
 from genenv_control_plane.deps import ControlPlane, ControlPlaneDep
@@ -27,7 +28,7 @@ def create_run(body: RunCreate, cp: ControlPlaneDep) -> Run:
     """Validate and store a run config; the run starts in status 'created'."""
     check_model_location(body.config.base_model, model_roots(cp.settings.paths))
     with cp.transaction() as session:
-        domains.check_config_domains(session, body.config, param="config")  # 404 for a name nobody registered
+        catalogue.check_config_domains(session, body.config, param="config")  # 404 for a name nobody registered
         row = runs.create(session, body.config)
     return runs.to_contract(row)
 

@@ -8,7 +8,8 @@ export const REJECTION_HINTS = {
   "duplicate": "variations repeat one another: raise simulator_temperature or lower variations_per_seed",
   "too_long": "raise simulator max_task_tokens or use a larger base model (qwen2.5-coder-0.5b-instruct)",
   "empty": "the model wrote nothing: check that the base model is an instruct (chat) model, or raise max_task_tokens",
-  "generation_error": "the inference server failed the request (timeout, server error, unknown adapter): see the simulator's and the inference server's logs"
+  "generation_error": "the inference server failed the request (timeout, server error, unknown adapter): see the simulator's and the inference server's logs",
+  "repeat": "the simulator rewrote a valid task of an earlier epoch word for word (simulator.reject_repeats is on): expected now and then; if most are repeats, raise simulator_temperature"
 };
 
 export const UNKNOWN_HINT = "see the rejected generations: genenv runs tasks RUN --epoch N --status rejected";

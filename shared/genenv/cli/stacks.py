@@ -19,7 +19,8 @@ import typer
 from genenv.catalogue import domain_store
 from genenv.cli.common import embedded_settings, err
 from genenv.cli.render import stdout_console
-from genenv.contracts.runs import RunConfig, RunMode
+from genenv.contracts.modes import DEFAULT_MODE, mode_names
+from genenv.contracts.runs import RunConfig
 from genenv.settings import GenEnvSettings, get_settings
 
 if TYPE_CHECKING:
@@ -73,6 +74,12 @@ def auto_backend() -> QuickstartBackend:
     return QuickstartBackend.VLLM if importlib.util.find_spec("vllm") else QuickstartBackend.LOCAL
 
 
+def _known_mode(value: str) -> str:
+    if value not in mode_names():
+        raise typer.BadParameter(f"{value!r} is not a run mode; choose from {' | '.join(mode_names())}")
+    return value
+
+
 @app.command()
 def quickstart(
     home: Annotated[Path, typer.Option(help="Folder for the SQLite database and adapters.")] = Path(
@@ -82,9 +89,10 @@ def quickstart(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds per epoch.")] = 6,
     variations: Annotated[int, typer.Option(min=1, help="Tasks the simulator writes per seed (n).")] = 4,
     rollouts: Annotated[int, typer.Option(min=2, help="Agent attempts per task (G).")] = 6,
-    mode: Annotated[RunMode, typer.Option(help="The method (genenv) or one of the paper's baselines.")] = (
-        RunMode.GENENV
-    ),
+    mode: Annotated[str, typer.Option(
+        callback=_known_mode,
+        help=f"The method (genenv) or a baseline of the run-mode table: {' | '.join(mode_names())}.",
+    )] = DEFAULT_MODE,
     keep: Annotated[bool, typer.Option(help="Keep an existing quickstart database instead of starting fresh.")] = (
         False
     ),
@@ -353,7 +361,7 @@ async def _quickstart(settings: GenEnvSettings, config: RunConfig) -> tuple[str,
     try:
         run = await stack.control_plane.create_run(config)
         await stack.control_plane.act(run.id, "start")
-        console.print(f"run [bold]{run.id}[/bold] · mode {config.mode.value} · domain {config.domain} · "
+        console.print(f"run [bold]{run.id}[/bold] · mode {config.mode} · domain {config.domain} · "
                       f"{config.seeds_per_epoch} seeds × n={config.variations_per_seed} × G={config.rollouts_per_task}")
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                       "{task.total}"), TimeElapsedColumn(), console=console) as progress:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
@@ -11,6 +11,9 @@ from genenv.contracts.base import ReadModel, WriteModel
 
 DOMAIN_NAME_PATTERN = r"^[a-z][a-z0-9_]{1,47}$"
 DataKind = Literal["function_calling", "exact_answer", "qa"]
+"""The kinds of data-defined domain: declared here only; DATA_KINDS, the seed-file checks, the kind's family
+(genenv.domains.data) and the CLI help are derived from it."""
+DATA_KINDS: tuple[DataKind, ...] = get_args(DataKind)
 
 
 class DomainCreate(WriteModel):

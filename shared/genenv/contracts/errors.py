@@ -51,6 +51,19 @@ class ConflictError(GenEnvError):
     type = "conflict_error"
 
 
+class TooLargeError(GenEnvError):
+    """What was sent is over a size limit (the message names the limit and how to raise it)."""
+
+    status_code = 413
+    type = "request_too_large_error"
+
+
+class UnprocessableError(GenEnvError):
+    """Well-formed, but its content fails a check (the message lists what failed)."""
+
+    status_code = 422
+
+
 class UnavailableError(GenEnvError):
     """A dependency (database, Redis, vLLM) does not answer."""
 

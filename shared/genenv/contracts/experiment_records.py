@@ -13,7 +13,7 @@ from typing import Any
 from genenv.contracts.epochs import EpochSummary
 from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.contracts.experiments import ExperimentCreate, ExperimentStatus
-from genenv.contracts.runs import RunMode, RunStatus
+from genenv.contracts.runs import RunStatus
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class MemberRecord:
     """A member run, in the experiment's run order."""
 
     run_id: str
-    mode: RunMode
+    mode: str
     replicate: int
     status: RunStatus
 

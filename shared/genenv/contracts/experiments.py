@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Annotated, Literal, Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from genenv.contracts import modes as mode_table
 from genenv.contracts.base import ReadModel, WriteModel
-from genenv.contracts.runs import RunConfig, RunMode, RunStatus
+from genenv.contracts.modes import MODES, ModeName
+from genenv.contracts.runs import RunConfig, RunStatus
 
 
 class ExperimentStatus(enum.StrEnum):
@@ -38,12 +40,12 @@ class ExperimentCreate(WriteModel):
         description="The run config every member starts from; each member overrides only `mode`, `random_seed` "
         "and `name`.",
     )
-    modes: list[Annotated[RunMode, Field(strict=False)]] = Field(
-        default_factory=lambda: [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION],
+    modes: list[ModeName] = Field(
+        default_factory=lambda: ["genenv", "random_simulator", "static_augmentation"],
         min_length=1,
-        max_length=5,
-        description="Run modes compared (genenv | random_simulator | static_augmentation | agent_only | "
-        "generic_rwr), each once per replicate.",
+        max_length=16,
+        description=f"Run modes compared ({' | '.join(MODES)}: the run-mode table, GET /v1/modes), each once per "
+        "replicate.",
     )
     replicates: int = Field(default=3, ge=1, le=20, description="Replicates per mode (one random seed each).")
     random_seeds: list[int] | None = Field(
@@ -69,6 +71,9 @@ class ExperimentCreate(WriteModel):
     def _consistent(self) -> Self:
         if len(set(self.modes)) != len(self.modes):
             raise ValueError("modes must not repeat")
+        unknown = [m for m in self.modes if m not in mode_table.MODES]
+        if unknown:
+            raise ValueError(f"unknown mode(s) {unknown}; choose from {' | '.join(mode_table.MODES)}")
         if self.random_seeds is not None:
             if len(self.random_seeds) != self.replicates:
                 raise ValueError(
@@ -93,7 +98,7 @@ class ExperimentMember(ReadModel):
     """One member run of an experiment."""
 
     run_id: str
-    mode: RunMode
+    mode: ModeName
     replicate: int
     random_seed: int
     status: RunStatus
@@ -108,7 +113,7 @@ class Experiment(ReadModel):
     name: str
     status: ExperimentStatus
     template: RunConfig
-    modes: list[RunMode]
+    modes: list[ModeName]
     replicates: int
     concurrent: bool
     members: list[ExperimentMember]
@@ -187,7 +192,7 @@ class MemberSeries(ReadModel):
     """Every closed epoch of one member run, its seed batches and its training jobs."""
 
     run_id: str
-    mode: RunMode
+    mode: ModeName
     replicate: int
     status: RunStatus
     epochs: list[MemberEpoch]
@@ -219,7 +224,7 @@ class ModeSeries(ReadModel):
     """A mode's per-epoch means over its replicates: what the dashboard draws as the thick line and the report's
     per-epoch tables state (with intervals)."""
 
-    mode: RunMode
+    mode: ModeName
     replicates: int = Field(description="Member runs of this mode.")
     epochs: list[ModeEpoch] = Field(default_factory=list)
 

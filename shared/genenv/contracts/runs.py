@@ -9,8 +9,10 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from genenv.contracts import modes
 from genenv.contracts.base import Identifier, ModelName, ReadModel, WriteModel
 from genenv.contracts.domains import DOMAIN_NAME_PATTERN
+from genenv.contracts.modes import DEFAULT_MODE, MODES, ModeName, ModePolicy, TaskSource
 
 SplitName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")]
 
@@ -35,18 +37,6 @@ def heldout_domain(benchmark: str) -> str | None:
     """The domain named by a well-formed ``domain:NAME``, or None (a benchmark name, or a malformed one)."""
     name = benchmark.removeprefix(DOMAIN_HELDOUT_PREFIX)
     return name if name != benchmark and re.match(DOMAIN_NAME_PATTERN, name) else None
-
-
-class RunMode(enum.StrEnum):
-    """The paper's method and its baselines."""
-
-    GENENV = "genenv"
-    RANDOM_SIMULATOR = "random_simulator"
-    STATIC_AUGMENTATION = "static_augmentation"
-    AGENT_ONLY = "agent_only"
-    GENERIC_RWR = "generic_rwr"
-    """The control for "any fine-tuning on its own samples": the simulator is trained like genenv's (same dose)
-    on a random selection of its own valid generations, size-matched to what the band selects, weight 1."""
 
 
 class SeedSampling(enum.StrEnum):
@@ -254,11 +244,11 @@ class RunConfig(WriteModel):
     """Everything a co-evolution run needs. Every field has a default sized for the CPU quickstart."""
 
     name: str = Field(default="run", min_length=1, max_length=200, description="Human-readable label.")
-    mode: RunMode = Field(
-        default=RunMode.GENENV,
-        strict=False,
-        description="genenv | random_simulator | static_augmentation | agent_only | generic_rwr (the simulator "
-        "trained at genenv's dose on a random, size-matched selection of its own valid generations, weight 1).",
+    mode: ModeName = Field(
+        default=DEFAULT_MODE,
+        description=f"The method or a baseline, one of the run-mode table (genenv.contracts.modes, GET /v1/modes): "
+        f"{' | '.join(MODES)}.",
+        json_schema_extra={"enum": list(MODES)},
     )
     domain: str = Field(
         default="arithmetic", min_length=1, max_length=64,
@@ -339,6 +329,13 @@ class RunConfig(WriteModel):
                              "characters); `genenv domains list` shows the domains")
         return v
 
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, v: str) -> str:
+        if v not in modes.MODES:  # looked up now: the table, not a copy taken at import
+            raise ValueError(f"unknown mode {v!r}; choose from {' | '.join(modes.MODES)}")
+        return v
+
     @field_validator("eval_benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
@@ -356,11 +353,12 @@ class RunConfig(WriteModel):
                     f"{name}.micro_batch_size ({block.micro_batch_size}) exceeds {name}.batch_size "
                     f"({block.batch_size}); lower micro_batch_size or raise batch_size"
                 )
-        if self.mode is RunMode.AGENT_ONLY and not self.agent.train:
-            raise ValueError("agent_only with agent.train = false trains nothing; set agent.train = true or choose "
+        mode = self.policy
+        if not mode.uses_simulator and not self.agent.train:
+            raise ValueError(f"{mode.name} with agent.train = false trains nothing; set agent.train = true or choose "
                              "a mode with a simulator")
-        if self.seed_sampling is SeedSampling.LEARNING_PROGRESS and self.mode is RunMode.STATIC_AUGMENTATION:
-            raise ValueError("seed_sampling learning_progress needs p̂ of earlier epochs, and static_augmentation "
+        if self.seed_sampling is SeedSampling.LEARNING_PROGRESS and mode.tasks is TaskSource.ONCE:
+            raise ValueError(f"seed_sampling learning_progress needs p̂ of earlier epochs, and {mode.name} "
                              "draws every epoch's seeds at epoch 0; choose uniform or stratified")
         if self.eval_every and not self.eval_benchmarks:
             raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
@@ -373,14 +371,19 @@ class RunConfig(WriteModel):
         return self
 
     @property
+    def policy(self) -> ModePolicy:
+        """The run mode's row of the mode table."""
+        return modes.policy(self.mode)
+
+    @property
     def trains_simulator(self) -> bool:
-        """genenv updates the simulator on the band; generic_rwr on a size-matched random selection."""
-        return self.mode in (RunMode.GENENV, RunMode.GENERIC_RWR)
+        """Whether the mode trains the simulator (genenv on the band; generic_rwr on a size-matched selection)."""
+        return self.policy.trains_simulator
 
     @property
     def uses_simulator(self) -> bool:
-        """agent_only trains on the seeds themselves."""
-        return self.mode is not RunMode.AGENT_ONLY
+        """Whether a simulator writes the tasks (agent_only trains on the seeds themselves)."""
+        return self.policy.uses_simulator
 
 
 class RunCreate(WriteModel):

@@ -31,8 +31,19 @@ def score_batches(counts: Sequence[tuple[str, int, int]], config: CurriculumConf
         CurriculumScore(seed_id=key, k=k, n=n, p_hat=p, r_env=r, weight=next(weights) if b else None, in_band=b)
         for (key, k, n), p, r, b in zip(counts, p_hats, r_envs, bands, strict=True)
     ]
+    return scored_response(scores)
+
+
+def in_band_share(scores: Sequence[CurriculumScore]) -> float | None:
+    """The share of scored seed batches inside the band; None when none has a p̂.
+
+    Batches without a single valid attempt have no p̂, so they are left out of the share rather than counted as
+    out of band.
+    """
     scored = [s for s in scores if s.p_hat is not None]
-    # Batches without a single valid attempt have no p̂, so they are left out of the share rather than
-    # counted as out of band.
-    share = sum(s.in_band for s in scored) / len(scored) if scored else None
-    return ScoreResponse(scores=scores, in_band_share=share)
+    return sum(s.in_band for s in scored) / len(scored) if scored else None
+
+
+def scored_response(scores: Sequence[CurriculumScore]) -> ScoreResponse:
+    """Scores with their in-band share (freshly computed or read back from storage alike)."""
+    return ScoreResponse(scores=list(scores), in_band_share=in_band_share(scores))

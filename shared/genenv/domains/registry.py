@@ -79,6 +79,10 @@ class UnknownDomainError(KeyError):
         return self.message
 
 
+class UnavailableDomainError(UnknownDomainError):
+    """A plug-in of that name that failed to load (the message says why): no other store is searched."""
+
+
 class PluginError(Exception):
     """A plug-in that does not satisfy the Domain interface."""
 
@@ -199,7 +203,7 @@ class DomainRegistry:
             return plugins[name]
         failed = next((e for e in self._plugin_entries if e.name == name and not e.ok), None)
         if failed is not None:
-            raise UnknownDomainError(f"domain plug-in {name!r} is unavailable: {failed.reason}")
+            raise UnavailableDomainError(f"domain plug-in {name!r} is unavailable: {failed.reason}")
         raise UnknownDomainError(f"unknown domain {name!r}; choose from {self.names()} or a registered one")
 
     def family(self, name: str) -> Family | None:

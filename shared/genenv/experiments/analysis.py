@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from genenv.contracts import modes as mode_table
 from genenv.contracts.experiments import ExperimentSeries, MemberSeries
-from genenv.contracts.runs import RunMode
 from genenv.curriculum.reward import in_band
 from genenv.experiments.paired import (
     Dose,
@@ -49,10 +49,10 @@ from genenv.experiments.stats import (
     smallest_detectable,
 )
 
-GENENV: Final = RunMode.GENENV.value
-RANDOM: Final = RunMode.RANDOM_SIMULATOR.value
-STATIC: Final = RunMode.STATIC_AUGMENTATION.value
-GENERIC: Final = RunMode.GENERIC_RWR.value
+# The arms the hypotheses name (the experiment's design, not mode behaviour: that is genenv.contracts.modes).
+GENENV: Final = "genenv"
+RANDOM: Final = "random_simulator"
+STATIC: Final = "static_augmentation"
 
 # Per-member summaries the effects table compares: (key, label, True when higher is better).
 EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
@@ -60,7 +60,6 @@ EFFECT_MEASURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("mean_abs_gap", "mean |p̂ − α|", False),
     ("final_heldout_accuracy", "final held-out accuracy", True),
 )
-BASELINES: Final = (RANDOM, GENERIC, STATIC)
 _EPS: Final = 1e-9  # band edges are inclusive; floats such as 0.6 − 0.5 must not fall out of the band
 NOT_MEASURED: Final = "not measured"
 
@@ -235,7 +234,7 @@ def summarise_member(member: MemberSeries, alpha: float, k_min: float) -> Member
     first, stayed, _ = _band_path(p_points, alpha, k_min)
     return MemberSummary(
         run_id=member.run_id,
-        mode=member.mode.value,
+        mode=member.mode,
         replicate=member.replicate,
         status=member.status.value,
         epochs_closed=len(epochs),
@@ -260,7 +259,7 @@ def _effects(members: Sequence[MemberSummary], modes: Sequence[str], s: Settings
     if GENENV not in modes:
         return []
     out: list[Effect] = []
-    for baseline in (b for b in BASELINES if b in modes):
+    for baseline in (b for b in mode_table.baselines() if b in modes):
         for key, _, higher in EFFECT_MEASURES:
             g, b = _by_replicate(members, GENENV, key), _by_replicate(members, baseline, key)
             both = sorted(set(g) & set(b))  # a replicate whose partner failed has no pair and is left out
@@ -473,7 +472,7 @@ def analyse(series: ExperimentSeries, settings: Settings | None = None) -> Exper
     effects = _effects(members, modes, s)
     efficiency = _data_efficiency(per_epoch, series)
     slopes = _difficulty_slopes(series, s)
-    baselines = [b for b in BASELINES if b in modes]
+    baselines = [b for b in mode_table.baselines() if b in modes]
     paired, checks = paired_comparisons(series, baselines, s.confidence)
     fresh = fresh_series(series)
     paired_fresh, _ = paired_comparisons(fresh, baselines, s.confidence)

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from genenv.contracts.runs import GrpoBudget, RunConfig, RunMode
+from genenv.contracts.modes import TaskSource
+from genenv.contracts.runs import GrpoBudget, RunConfig
 
 
 def tasks_per_seed(config: RunConfig) -> int:
     """Tasks an epoch holds per seed: the seed itself in agent_only, static_variations in static_augmentation (its
     fixed set is written at epoch 0, each epoch's tasks stored under that epoch), else n."""
-    if config.mode is RunMode.AGENT_ONLY:
+    if config.policy.tasks is TaskSource.SEEDS:
         return 1
-    if config.mode is RunMode.STATIC_AUGMENTATION:
+    if config.policy.tasks is TaskSource.ONCE:
         return config.static_variations
     return config.variations_per_seed
 
@@ -56,7 +57,7 @@ def filter_arm(genenv: RunConfig, variations_per_seed: int) -> RunConfig:
                          f"({genenv.seeds_per_epoch} seeds × {genenv.variations_per_seed}) on a whole number of seeds; "
                          "choose a divisor of that product")
     agent = genenv.agent.model_copy(update={"budget": GrpoBudget.INFORMATIVE})
-    return genenv.model_copy(update={"mode": RunMode.RANDOM_SIMULATOR, "variations_per_seed": variations_per_seed,
+    return genenv.model_copy(update={"mode": "random_simulator", "variations_per_seed": variations_per_seed,
                                      "seeds_per_epoch": seeds, "agent": agent})
 
 

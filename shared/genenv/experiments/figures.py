@@ -14,20 +14,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from genenv.contracts import modes
 from genenv.contracts.experiments import ExperimentSeries
 from genenv.experiments.analysis import EpochStats, ExperimentResult
 from genenv.experiments.stats import Interval
 from genenv.observability.plot import style_axes
 
-MODE_COLOURS: Final[dict[str, str]] = {
-    "genenv": "#1f77b4",
-    "random_simulator": "#ff7f0e",
-    "static_augmentation": "#2ca02c",
-    "agent_only": "#7f7f7f",
-    "generic_rwr": "#9467bd",
-}
-"""One colour per run mode, the same in every figure; the dashboard's experiment page mirrors this mapping."""
-FALLBACK_COLOUR: Final = "#9467bd"
 BAND_COLOUR: Final = "#bbbbbb"
 CI_ALPHA: Final = 0.2  # opacity of the shaded interval around each mean line
 
@@ -35,8 +27,8 @@ Getter = Callable[[EpochStats], Interval | None]
 
 
 def colour(mode: str) -> str:
-    """The mode's colour (an unknown mode from a newer server gets a fixed fallback)."""
-    return MODE_COLOURS.get(mode, FALLBACK_COLOUR)
+    """The mode's colour from the run-mode table, the dashboard's too (an unknown mode gets a fixed fallback)."""
+    return modes.colour(mode)
 
 
 def _points(stats: Sequence[EpochStats], get: Getter) -> list[tuple[int, Interval]]:
@@ -61,7 +53,7 @@ def _mean_band(ax: Axes, result: ExperimentResult, get: Getter) -> None:
             marker="o",
             color=c,
             gid=f"mode:{mode}",
-            label=f"{mode} (n = {result.replicates[mode]})",
+            label=f"{modes.label(mode)} (n = {result.replicates[mode]})",
         )
         ax.fill_between(xs, [iv.low for _, iv in pts], [iv.high for _, iv in pts], color=c, alpha=CI_ALPHA, linewidth=0)
 
@@ -127,7 +119,7 @@ def _data_efficiency_figure(series: ExperimentSeries, result: ExperimentResult) 
             color=c,
             capsize=3,
             gid=f"mode:{mode}",
-            label=f"{mode} (n = {result.replicates[mode]})",
+            label=f"{modes.label(mode)} (n = {result.replicates[mode]})",
         )
     target = result.data_efficiency.target
     if target is not None:

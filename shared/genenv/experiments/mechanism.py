@@ -1,4 +1,4 @@
-"""The simulator-mechanism experiments' numbers (bench/simulator_mechanism.py does the I/O): per-prompt outcomes,
+"""The simulator-mechanism experiments' numbers (genenv_orchestrator.mechanism does the I/O): per-prompt outcomes,
 arm summaries, paired contrasts, manipulation checks, the calibration's dose choice and the pre-registered decision
 rules (docs/experiments/preregistration.md). Pure: no model, database or client is imported here.
 

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from genenv.contracts import modes
 from genenv.contracts.experiments import ExperimentSeries, MemberSeries, SeedBatch
-from genenv.contracts.runs import RunMode
 from genenv.curriculum.reward import in_band
 from genenv.experiments.stats import (
     DEFAULT_CONFIDENCE,
@@ -29,7 +29,7 @@ from genenv.experiments.stats import (
     replicate_ci,
 )
 
-GENENV = RunMode.GENENV.value
+GENENV = "genenv"
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def pair_batches(series: ExperimentSeries, baseline: str) -> list[BatchPair]:
     """Every (replicate, epoch, seed) scored under both genenv and ``baseline``, p̂ defined on both sides."""
     by_rep: dict[str, dict[int, MemberSeries]] = {}
     for m in series.members:
-        by_rep.setdefault(m.mode.value, {})[m.replicate] = m
+        by_rep.setdefault(m.mode, {})[m.replicate] = m
     pairs: list[BatchPair] = []
     for rep, a_member in sorted(by_rep.get(GENENV, {}).items()):
         b_member = by_rep.get(baseline, {}).get(rep)
@@ -257,15 +257,14 @@ def member_dose(member: MemberSeries) -> Dose:
         used_steps=sum(j.steps for j in used), used_examples=sum(j.examples_seen for j in used),
         pool_sizes=[j.pool_size or 0 for j in used], kl_to_base=newest.kl_to_base if newest else None,
         trained_tasks=sum(j.tasks_written for j in trained), total_tasks=total,
-        early_stops=sum(j.early_stopped for j in sim), mode=member.mode.value,
+        early_stops=sum(j.early_stopped for j in sim), mode=member.mode,
     )
 
 
 def doses(series: ExperimentSeries) -> list[Dose]:
     """The dose of every member whose simulator trains (genenv, then generic_rwr), by replicate."""
-    order = {GENENV: 0, RunMode.GENERIC_RWR.value: 1}
-    return [member_dose(m) for m in sorted(series.members, key=lambda m: (order.get(m.mode.value, 2), m.replicate))
-            if m.mode.value in order]
+    trained = [m for m in series.members if m.mode in modes.MODES and modes.policy(m.mode).trains_simulator]
+    return [member_dose(m) for m in sorted(trained, key=lambda m: (modes.mode_order(m.mode), m.replicate))]
 
 
 def _who(d: Dose) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from genenv.contracts import modes
 from genenv.contracts.adapters import JobKind, Role, adapter_name
 from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.contracts.experiment_records import ExperimentRecords, PayloadRecord, TrainJobRecord
@@ -27,14 +28,13 @@ from genenv.contracts.experiments import (
     SeedBatch,
     TrainJobSummary,
 )
-from genenv.contracts.runs import RunMode
 from genenv.curriculum.repeats import repeat_flags, repeat_key
 
 if TYPE_CHECKING:  # the plug-in interface only: measuring needs the caller's resolved Domain, never the registry
     from genenv.domains.base import Domain
 
-MODE_ORDER: Final = tuple(m.value for m in RunMode)
-STATIC: Final = RunMode.STATIC_AUGMENTATION.value
+STATIC: Final = "static_augmentation"
+"""The arm whose final held-out accuracy is the data-efficiency target."""
 # Per-epoch numbers of a member, in table order: (key, label in the report).
 EPOCH_METRICS: Final[tuple[tuple[str, str], ...]] = (
     ("p_hat", "p̂"),
@@ -255,13 +255,13 @@ def build_series(
 
 def modes_present(members: Sequence[MemberSeries]) -> list[str]:
     """The modes the members have, in the report's order."""
-    present = {m.mode.value for m in members}
-    return [m for m in MODE_ORDER if m in present]
+    present = {m.mode for m in members}
+    return sorted(present, key=lambda m: (modes.mode_order(m), m))
 
 
 def members_of(members: Sequence[MemberSeries], mode: str) -> list[MemberSeries]:
     """The members of one mode by replicate."""
-    return sorted((m for m in members if m.mode.value == mode), key=lambda m: (m.replicate, m.run_id))
+    return sorted((m for m in members if m.mode == mode), key=lambda m: (m.replicate, m.run_id))
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ def mode_series(members: Sequence[MemberSeries]) -> list[ModeSeries]:
         group = members_of(members, mode)
         epochs = [ModeEpoch(epoch=v.epoch, metrics=_means(v.metrics), difficulty=_means(v.difficulty),
                             heldout_by_category=_means(v.heldout_by_category)) for v in epoch_values(group)]
-        out.append(ModeSeries(mode=RunMode(mode), replicates=len(group), epochs=epochs))
+        out.append(ModeSeries(mode=mode, replicates=len(group), epochs=epochs))
     return out
 
 

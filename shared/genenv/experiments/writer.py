@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from genenv.contracts import modes
 from genenv.contracts.experiments import ExperimentSeries
 from genenv.experiments.analysis import ExperimentResult, Settings, analyse
-from genenv.experiments.figures import MODE_COLOURS, write_figures
+from genenv.experiments.figures import write_figures
 from genenv.experiments.rendering import render_markdown
 
 REPORT_MD = "report.md"
@@ -41,7 +42,7 @@ def result_json(series: ExperimentSeries, result: ExperimentResult, figures: lis
         # in band, difficulty) and its training jobs (pool, steps, examples, KL, tasks its adapter wrote later).
         "members": [m.model_dump(mode="json") for m in series.members],
         "figures": figures,
-        "mode_colours": dict(MODE_COLOURS),
+        "mode_colours": {m.name: m.colour for m in modes.MODES.values()},
     }
 
 

@@ -76,7 +76,7 @@ def build_figure(run: Run, epochs: Sequence[Epoch]) -> Figure:
     axes = fig.subplots(4, 2).flatten()
     cfg = run.config
     fig.suptitle(
-        f"{run.name} · {run.status.value} · {cfg.mode.value} on {cfg.domain} · "
+        f"{run.name} · {run.status.value} · {cfg.mode} on {cfg.domain} · "
         f"α={cfg.curriculum.alpha} k_min={cfg.curriculum.k_min} · run {run.id}",
         fontsize=11,
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import json
 import re
 import shutil
@@ -14,7 +12,7 @@ import httpx
 import pytest
 from fnd_helpers import Api
 
-from genenv.contracts.runs import RunMode
+from genenv.contracts.modes import MODES
 from genenv.rejections import REJECTION_HINTS, UNKNOWN_HINT
 
 
@@ -85,30 +83,25 @@ async def test_dashboard_does_not_open_the_api_or_other_paths(api: Api) -> None:
     assert not [p for p in paths if p.startswith("/dashboard")]
 
 
-def _report_mode_colours() -> dict[str, str]:
-    """genenv.experiments.figures.MODE_COLOURS, read from its source (importing the module needs matplotlib)."""
-    spec = importlib.util.find_spec("genenv.experiments.figures")
-    assert spec is not None and spec.origin is not None
-    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "MODE_COLOURS":
-            assert node.value is not None
-            return dict(ast.literal_eval(node.value))
-    raise AssertionError("MODE_COLOURS not found in genenv.experiments.figures")
-
-
-async def test_dashboard_experiment_view_uses_the_report_mode_colours(api: Api) -> None:
+async def test_dashboard_experiment_view_uses_the_report_mode_colours(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     page = (await _anonymous(api, "/dashboard")).text
     assert 'id="experiment-list"' in page and 'id="experiment-charts"' in page and 'id="member-table"' in page
+    assert 'href="dashboard/modes.css"' in page
     script = "\n".join((await _script_modules(api)).values())
     assert '"v1/experiments?limit=100"' in script and 'params.get("experiment")' in script
-    style = (await _anonymous(api, "/dashboard/dashboard.css")).text
-    colours = _report_mode_colours()
+    assert "generic_rwr" not in script  # no copy of the mode table in the scripts
+    listed = (await api.client.get("/v1/modes")).json()
+    colours = {m["name"]: m["colour"] for m in listed}
     assert colours == {"genenv": "#1f77b4", "random_simulator": "#ff7f0e", "static_augmentation": "#2ca02c",
                        "agent_only": "#7f7f7f", "generic_rwr": "#9467bd"}
-    assert set(colours) == {m.value for m in RunMode}  # every mode has its colour in the report and the dashboard
-    for mode, colour in colours.items():
-        # The script knows the mode (so it gets class m-<mode>, not the fallback) and the stylesheet colours it.
-        assert f'"{mode}"' in script.split("const MODE_ORDER = [", 1)[1].split("]", 1)[0], mode
+    # A mode added to the table is coloured by the generated stylesheet, after the fallback it overrides.
+    extra = MODES["genenv"].model_copy(update={"name": "test_mode", "colour": "#123456"})
+    monkeypatch.setitem(MODES, "test_mode", extra)
+    style = (await _anonymous(api, "/dashboard/modes.css")).text
+    assert style.index(".m-other {") < style.index(".m-genenv {")
+    for mode, colour in {**colours, "test_mode": "#123456"}.items():
         rule = re.search(rf"\.m-{mode} {{ stroke: (#[0-9a-f]{{6}}); fill: (#[0-9a-f]{{6}}); }}", style)
         assert rule is not None and rule.groups() == (colour, colour), mode
 

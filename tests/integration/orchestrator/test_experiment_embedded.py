@@ -70,7 +70,7 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
     experiment, series = await _drive_members(settings, ExperimentCreate.model_validate_json(json.dumps(BODY)))
     assert experiment.status is ExperimentStatus.COMPLETED, [m.error for m in experiment.members]
     assert [m.status for m in experiment.members] == [RunStatus.COMPLETED] * 4
-    assert [(m.mode.value, m.replicate) for m in experiment.members] == [
+    assert [(m.mode, m.replicate) for m in experiment.members] == [
         ("genenv", 0), ("random_simulator", 0), ("genenv", 1), ("random_simulator", 1)
     ]
 
@@ -96,7 +96,7 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
             assert start >= end
     assert {v["experiment_id"] for v in stored.values()} == {experiment.id}
     # Same seeds and settings: replicate r of both modes drew the same seed tasks; every evaluation the same items.
-    by_key = {(m.mode.value, m.replicate): stored[m.run_id] for m in experiment.members}
+    by_key = {(m.mode, m.replicate): stored[m.run_id] for m in experiment.members}
     for r in (0, 1):
         assert by_key[("genenv", r)]["seeds"] == by_key[("random_simulator", r)]["seeds"]
     assert {n for v in stored.values() for n in v["items"]} == {7}
@@ -113,7 +113,7 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
     numbers = json.loads((tmp_path / "report" / "report.json").read_text())
     per_epoch = numbers["result"]["per_epoch"]
     for mode in ("genenv", "random_simulator"):
-        runs = [stored[m.run_id] for m in experiment.members if m.mode.value == mode]
+        runs = [stored[m.run_id] for m in experiment.members if m.mode == mode]
         for epoch in (0, 1):
             row = next(e for e in per_epoch[mode] if e["epoch"] == epoch)
             p_hat, heldout = row["metrics"]["p_hat"], row["metrics"]["heldout_accuracy"]
@@ -127,7 +127,7 @@ async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
             assert p_hat["low"] <= p_hat["estimate"] <= p_hat["high"] and p_hat["n"] == len(present)
     effect = next(e for e in numbers["result"]["effects"]
                   if e["baseline"] == "random_simulator" and e["measure"] == "final_heldout_accuracy")
-    final = {mode: mean(stored[m.run_id]["heldout"][1] for m in experiment.members if m.mode.value == mode)
+    final = {mode: mean(stored[m.run_id]["heldout"][1] for m in experiment.members if m.mode == mode)
              for mode in ("genenv", "random_simulator")}
     assert effect["difference"]["estimate"] == pytest.approx(final["genenv"] - final["random_simulator"])
     text = report.read_text()

@@ -11,12 +11,12 @@ import pytest
 from trn_helpers import adapters_of, add_group, agent_epoch, job, run_config, settings_for
 
 from genenv.contracts.adapters import JobKind, JobStatus
-from genenv.contracts.runs import RunMode
 from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow, CurriculumScoreRow, utcnow
-from genenv.db.repositories import runs, scores, train_jobs
+from genenv.db.repositories import runs, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
-from genenv_trainer.jobs import run_train_job
+from genenv_curriculum.scoring import score_epoch
+from genenv_trainer.jobs import EpochNotScoredError, run_train_job
 
 
 def test_train_agent_writes_one_version_and_a_redelivery_exits(
@@ -72,7 +72,7 @@ def test_replay_mixes_earlier_groups(sessions, db_url: str, tiny_model_dir: Path
 
 def _score_epoch(sessions, run: str) -> None:
     with session_scope(sessions) as s:
-        scores.score_epoch(s, run, 0)
+        score_epoch(s, run, 0)
 
 
 def test_train_simulator_uses_in_band_generations(sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -82,8 +82,13 @@ def test_train_simulator_uses_in_band_generations(sessions, db_url: str, tiny_mo
         add_group(s, run, 0, "seed-c", 0, [1.0, 0.0, 1.0, 0.0])
         add_group(s, run, 0, "seed-c", 1, [1.0, 0.0, 0.0, 1.0])       # 4/8: in band
         add_group(s, run, 0, "seed-d", 0, [1.0, 0.0, 0.0, 1.0, 0.0])  # 2/5 = 0.4: in band, lower weight
-    # Not scored yet: the job scores the epoch itself.
-    res = run_train_job(sessions, settings_for(db_url, tmp_path), job(sessions, run, 0, JobKind.TRAIN_SIMULATOR))
+    # Not scored yet: only the curriculum service scores, so the job fails clearly and trains nothing.
+    unscored = job(sessions, run, 0, JobKind.TRAIN_SIMULATOR)
+    with pytest.raises(EpochNotScoredError, match="no curriculum scores"):
+        run_train_job(sessions, settings_for(db_url, tmp_path, max_attempts=2), unscored)
+    assert adapters_of(sessions, run) == []
+    _score_epoch(sessions, run)
+    res = run_train_job(sessions, settings_for(db_url, tmp_path), unscored)
     m = res.job.metrics
     assert res.job.status is JobStatus.DONE and res.job.adapter_version == 1
     assert m["pool_size"] == 3 and m["pool_fresh"] == 3 and m["seed_batches"] == 2 and not m["early_stopped"]
@@ -104,7 +109,7 @@ def test_simulator_job_is_skipped_without_in_band_data_or_in_baseline_modes(
     _score_epoch(sessions, run)
     res = run_train_job(sessions, settings, job(sessions, run, 0, JobKind.TRAIN_SIMULATOR))
     assert res.job.status is JobStatus.SKIPPED and res.job.metrics["reason"] == "no in-band generation"
-    baseline = agent_epoch(sessions, run_config(tiny_model_dir, mode=RunMode.RANDOM_SIMULATOR))
+    baseline = agent_epoch(sessions, run_config(tiny_model_dir, mode="random_simulator"))
     res = run_train_job(sessions, settings, job(sessions, baseline, 0, JobKind.TRAIN_SIMULATOR))
     assert res.job.status is JobStatus.SKIPPED and "random_simulator" in res.job.metrics["reason"]
     assert adapters_of(sessions, run) == [] and adapters_of(sessions, baseline) == []
@@ -143,6 +148,7 @@ def test_a_nan_step_fails_the_job_and_writes_nothing(
     failed with the reason (and, once its attempts are spent, the run fails with it)."""
     settings = settings_for(db_url, tmp_path, max_attempts=1, fault_nan_at_step=0)
     run = agent_epoch(sessions, run_config(tiny_model_dir, curriculum={"k_min": 0.5}))
+    _score_epoch(sessions, run)
     job_id = job(sessions, run, 0, kind)
     with pytest.raises(Exception, match="non-finite loss"):
         run_train_job(sessions, settings, job_id)
@@ -225,14 +231,14 @@ def _generic_epoch(sessions, cfg, epoch: int, run: str | None = None) -> str:
         add_group(s, run, epoch, "seed-c", 1, [1.0, 0.0, 0.0, 1.0])
         add_group(s, run, epoch, "seed-d", 0, [1.0, 0.0, 0.0, 1.0, 0.0])
     with session_scope(sessions) as s:
-        scores.score_epoch(s, run, epoch)
+        score_epoch(s, run, epoch)
     return run
 
 
 def test_generic_rwr_pool_is_random_size_matched_and_unweighted(sessions, tiny_model_dir: Path) -> None:
     from genenv_trainer import inputs
 
-    cfg = run_config(tiny_model_dir, mode=RunMode.GENERIC_RWR)
+    cfg = run_config(tiny_model_dir, mode="generic_rwr")
     run = _generic_epoch(sessions, cfg, 0)
     with session_scope(sessions) as s:
         band = inputs.pool_generations(s, run, 0, max_size=100)
@@ -257,7 +263,7 @@ def test_generic_rwr_pool_is_random_size_matched_and_unweighted(sessions, tiny_m
 def test_train_simulator_in_generic_rwr_trains_at_the_same_dose(
     sessions, db_url: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    cfg = run_config(tiny_model_dir, mode=RunMode.GENERIC_RWR)
+    cfg = run_config(tiny_model_dir, mode="generic_rwr")
     run = _generic_epoch(sessions, cfg, 0)
     res = run_train_job(sessions, settings_for(db_url, tmp_path), job(sessions, run, 0, JobKind.TRAIN_SIMULATOR))
     m = res.job.metrics

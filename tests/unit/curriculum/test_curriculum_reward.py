@@ -209,3 +209,17 @@ def test_the_bound_check_catches_a_wrong_estimator(p1: float, p2: float, n: int)
     wrong1, wrong2 = np.abs(k1 / n - alpha), np.abs(k2 / n - alpha)  # larger = "better": inverted ranking
     empirical = float(np.mean(wrong1 <= wrong2))
     assert empirical > ranking_error_bound(abs(p1 - alpha), abs(p2 - alpha), n)
+
+
+def test_in_band_share_leaves_out_batches_without_an_estimate() -> None:
+    from genenv.contracts.scores import CurriculumScore
+    from genenv.curriculum.scoring import in_band_share, scored_response
+
+    def score(seed: str, p_hat: float | None, band: bool) -> CurriculumScore:
+        return CurriculumScore(seed_id=seed, k=0, n=0 if p_hat is None else 4, p_hat=p_hat, r_env=None,
+                               weight=None, in_band=band)
+
+    scores = [score("a", 0.5, True), score("b", 0.0, False), score("c", None, False), score("d", 0.25, True)]
+    assert in_band_share(scores) == 2 / 3
+    assert in_band_share([score("c", None, False)]) is None
+    assert scored_response(scores).in_band_share == 2 / 3

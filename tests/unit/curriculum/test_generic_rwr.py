@@ -50,8 +50,8 @@ def test_a_negative_size_is_refused() -> None:
 
 
 def test_generic_rwr_is_a_mode_that_trains_its_simulator() -> None:
-    from genenv.contracts.runs import RunConfig, RunMode
+    from genenv.contracts.runs import RunConfig
 
-    assert RunConfig(mode=RunMode.GENERIC_RWR).trains_simulator
-    assert RunConfig(mode=RunMode.GENENV).trains_simulator
-    assert not RunConfig(mode=RunMode.RANDOM_SIMULATOR).trains_simulator
+    assert RunConfig(mode="generic_rwr").trains_simulator
+    assert RunConfig(mode="genenv").trains_simulator
+    assert not RunConfig(mode="random_simulator").trains_simulator

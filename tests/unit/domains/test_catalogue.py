@@ -64,3 +64,20 @@ def test_domains_seeds_lists_train_and_eval_ids(folder: Path) -> None:
     unknown = runner.invoke(app, ["domains", "seeds", "nowhere"])
     assert unknown.exit_code == 2 and "unknown domain 'nowhere'" in unknown.output
     assert runner.invoke(app, ["domains", "seeds", "sums", "--split", "test"]).exit_code == 2
+
+
+def test_data_kinds_are_declared_once_and_each_has_its_family() -> None:
+    from typing import get_args
+
+    from genenv.contracts.domains import DATA_KINDS, DataKind
+    from genenv.domains.data.domain import kind_domain
+    from genenv.domains.data.seedfile import check_options
+
+    assert DATA_KINDS == get_args(DataKind) and len(DATA_KINDS) == 3
+    for kind in DATA_KINDS:
+        domain = kind_domain("kinds_probe", kind, {})
+        assert domain is not None and getattr(domain, "kind", None) == kind
+        assert isinstance(check_options(kind, {}), dict)
+    assert kind_domain("kinds_probe", "no_such_kind", {}) is None
+    shown = CliRunner().invoke(app, ["domains", "add", "--help"], terminal_width=200)
+    assert shown.exit_code == 0 and all(kind in shown.output for kind in DATA_KINDS), shown.output

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from genenv.contracts.experiments import ExperimentCreate
-from genenv.contracts.runs import GrpoBudget, RunConfig, RunMode
+from genenv.contracts.runs import GrpoBudget, RunConfig
 from genenv.experiments.agent_calibration import (
     BaseOutcome,
     CalibrationRule,
@@ -30,9 +30,9 @@ GENENV = RunConfig.model_validate({"mode": "genenv", "seeds_per_epoch": 12, "var
 
 def test_attempts_per_epoch_are_seeds_times_tasks_per_seed_times_g() -> None:
     assert planned_agent_attempts(GENENV) == 12 * 4 * 8
-    static5 = GENENV.model_copy(update={"mode": RunMode.STATIC_AUGMENTATION, "static_variations": 5})
+    static5 = GENENV.model_copy(update={"mode": "static_augmentation", "static_variations": 5})
     assert planned_agent_attempts(static5) == 12 * 5 * 8  # static writes static_variations per seed
-    assert planned_agent_attempts(GENENV.model_copy(update={"mode": RunMode.AGENT_ONLY})) == 12 * 8
+    assert planned_agent_attempts(GENENV.model_copy(update={"mode": "agent_only"})) == 12 * 8
     assert realised_agent_attempts(41, GENENV) == 41 * 8  # only valid tasks are attempted
     with pytest.raises(ValueError):
         realised_agent_attempts(-1, GENENV)
@@ -41,7 +41,7 @@ def test_attempts_per_epoch_are_seeds_times_tasks_per_seed_times_g() -> None:
 def test_filter_arm_matches_genenvs_attempts_with_more_variations_on_fewer_seeds() -> None:
     arm = filter_arm(GENENV, 8)
     assert (arm.mode, arm.agent.budget, arm.variations_per_seed, arm.seeds_per_epoch) == (
-        RunMode.RANDOM_SIMULATOR, GrpoBudget.INFORMATIVE, 8, 6)
+        "random_simulator", GrpoBudget.INFORMATIVE, 8, 6)
     assert planned_agent_attempts(arm) == planned_agent_attempts(GENENV) == 384
     assert arm.rollouts_per_task == GENENV.rollouts_per_task and arm.agent.learning_rate == GENENV.agent.learning_rate
     assert GENENV.agent.budget is GrpoBudget.TASKS  # the original is not changed
@@ -53,7 +53,7 @@ def test_filter_arm_matches_genenvs_attempts_with_more_variations_on_fewer_seeds
 
 
 def test_check_equal_attempts_names_the_arms_that_differ() -> None:
-    static4 = GENENV.model_copy(update={"mode": RunMode.STATIC_AUGMENTATION})
+    static4 = GENENV.model_copy(update={"mode": "static_augmentation"})
     arms = {"genenv": GENENV, "static": static4, "filter": filter_arm(GENENV, 8)}
     assert check_equal_attempts(arms) == 384
     with pytest.raises(ValueError, match="'static': 480"):
@@ -120,7 +120,7 @@ def test_calibration_grid_sets_only_the_dose() -> None:
     assert len(grid) == 6
     assert [(g.template.agent.learning_rate, g.template.agent.max_steps_per_epoch) for g in grid][:3] == [
         (1e-4, 2), (1e-4, 4), (1e-4, 8)]
-    assert all(g.seeds() == [11, 12] and g.modes == [RunMode.STATIC_AUGMENTATION] for g in grid)
+    assert all(g.seeds() == [11, 12] and g.modes == ["static_augmentation"] for g in grid)
     assert grid[0].name == "cal-lr0.0001-s2" == grid[0].template.name
     assert grid[0].template.agent.batch_size == template.template.agent.batch_size
 

@@ -21,7 +21,7 @@ from genenv.contracts.experiments import (
     SeedBatch,
     TrainJobSummary,
 )
-from genenv.contracts.runs import RunMode, RunStatus
+from genenv.contracts.runs import RunStatus
 from genenv.experiments.analysis import ExperimentResult, Settings, analyse
 from genenv.experiments.paired import dose_line
 from genenv.experiments.rendering import render_markdown
@@ -39,14 +39,14 @@ SEED_P = [0.05, 0.1, 0.2, 0.3, 0.45, 0.55, 0.7, 0.8, 0.9, 0.95]
 """random_simulator's p̂ per seed (the same in every replicate and epoch, for hand computation)."""
 
 
-def _batches(mode: RunMode, pull: float) -> list[SeedBatch]:
+def _batches(mode: str, pull: float) -> list[SeedBatch]:
     """Seed batches of 3 epochs × 10 seeds. genenv's p̂ moves ``pull`` of the way to α = 0.5 from epoch 1 on
     (negative: away from it)
     (epoch 0: the same as random_simulator's, as in a real run)."""
     out = []
     for epoch in range(3):
         for i, p in enumerate(SEED_P):
-            moved = p + pull * (0.5 - p) if mode is RunMode.GENENV and epoch >= 1 else p
+            moved = p + pull * (0.5 - p) if mode == "genenv" and epoch >= 1 else p
             out.append(SeedBatch(epoch=epoch, seed_id=f"s{i}", k=round(moved * 40), n=40, p_hat=moved,
                                  in_band=abs(moved - 0.5) <= 0.1 + 1e-9, valid_tasks=4,
                                  difficulty={"operand_digits": 3.0 - 2 * moved}))
@@ -62,18 +62,18 @@ def _jobs(run_id: str, dosed: bool) -> list[TrainJobSummary]:
             for e in range(3)]
 
 
-def _series(spec: dict[RunMode, list[list[Row]]], alpha: float = 0.5, k_min: float = 0.1, *,
+def _series(spec: dict[str, list[list[Row]]], alpha: float = 0.5, k_min: float = 0.1, *,
             pull: float | list[float] = 0.5, dosed: bool = True, agent_trains: bool = True) -> ExperimentSeries:
     pulls = [*pull, *[pull[-1]] * 5] if isinstance(pull, list) else [pull] * 5  # per replicate
     members = [
         MemberSeries(
-            run_id=f"{mode.value}-{r}",
+            run_id=f"{mode}-{r}",
             mode=mode,
             replicate=r,
             status=RunStatus.COMPLETED,
             epochs=[MemberEpoch(epoch=i, **row) for i, row in enumerate(rows)],
-            seed_batches=_batches(mode, pulls[r]) if mode in (RunMode.GENENV, RunMode.RANDOM_SIMULATOR) else [],
-            train_jobs=_jobs(f"{mode.value}-{r}", dosed and mode is RunMode.GENENV),
+            seed_batches=_batches(mode, pulls[r]) if mode in ("genenv", "random_simulator") else [],
+            train_jobs=_jobs(f"{mode}-{r}", dosed and mode == "genenv"),
         )
         for mode, replicates in spec.items()
         for r, rows in enumerate(replicates)
@@ -142,7 +142,7 @@ FAST = Settings()
 
 
 def _base() -> ExperimentSeries:
-    return _series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()})
+    return _series({"genenv": _genenv(), "random_simulator": _random()})
 
 
 def _verdict(result: ExperimentResult, h: str) -> bool | None:
@@ -234,15 +234,15 @@ def test_paired_seed_batches_support_h1_h2_h4_when_genenv_pulls_toward_alpha() -
 
 
 def test_pulling_away_from_alpha_refutes_and_no_difference_is_inconclusive() -> None:
-    away = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=-0.5), FAST)
+    away = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, pull=-0.5), FAST)
     assert _status(away, "H1") == "refuted at this scale" and _verdict(away, "H1") is False
     assert _status(away, "H4") == "refuted at this scale" and "0.02 in the predicted direction" in _reason(away, "H4")
-    same = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=0.0), FAST)
+    same = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, pull=0.0), FAST)
     assert _status(same, "H1") == "refuted at this scale"  # exactly no difference excludes an effect of 0.02
-    split = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=[0.5, -0.4]),
+    split = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, pull=[0.5, -0.4]),
                     FAST)  # the replicates disagree: neither supported nor refuted
     assert _status(split, "H1") == "inconclusive", _reason(split, "H1")
-    weak = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=[0.5, 0.0]),
+    weak = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, pull=[0.5, 0.0]),
                    FAST)  # pooled interval may lie below 0, but replicate 1 shows nothing
     assert _status(weak, "H1") != "supported"
 
@@ -250,13 +250,13 @@ def test_pulling_away_from_alpha_refutes_and_no_difference_is_inconclusive() -> 
 def _three(pull: list[float]) -> ExperimentSeries:
     """genenv and random_simulator with three replicates each, genenv pulled ``pull[r]`` of the way to α."""
     extra = _rows([0.2, 0.21, 0.22], [0.1, 0.1, 0.1], [0.40, 0.41, 0.42])
-    return _series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: [*_random(), extra]}, pull=pull)
+    return _series({"genenv": _genenv(), "random_simulator": [*_random(), extra]}, pull=pull)
 
 
 def test_the_primary_interval_is_over_training_runs_not_seed_batches() -> None:
     # Two replicates pulled 0.5 and 0.05 of the way to α: every seed-batch interval lies far below 0 and both
     # replicates agree in sign, but two training runs this far apart do not carry the claim.
-    result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, pull=[0.5, 0.05]),
+    result = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, pull=[0.5, 0.05]),
                      FAST)
     (c,) = result.paired
     assert c.abs_gap_diff is not None and c.abs_gap_diff.high < 0  # the secondary, seed-batch interval
@@ -279,13 +279,13 @@ def test_a_small_but_consistent_effect_is_detected_below_the_smallest_effect_of_
 
 
 def test_one_replicate_cannot_carry_a_claim() -> None:
-    one = _series({RunMode.GENENV: _genenv()[:1], RunMode.RANDOM_SIMULATOR: _random()[:1]})
+    one = _series({"genenv": _genenv()[:1], "random_simulator": _random()[:1]})
     result = analyse(one, FAST)
     assert _status(result, "H2") == "inconclusive" and "one training run" in _reason(result, "H2")
 
 
 def test_without_a_dose_the_comparison_is_inconclusive_whatever_it_shows() -> None:
-    result = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, dosed=False), FAST)
+    result = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, dosed=False), FAST)
     for h in ("H1", "H2", "H4"):
         assert _status(result, h) == "inconclusive" and "no trained simulator wrote tasks" in _reason(result, h)
     assert "genenv was the random simulator here" in dose_line(result.doses[0])
@@ -305,7 +305,7 @@ def test_dose_counts_only_updates_whose_adapters_wrote_tasks() -> None:
 
 def test_h3_is_descriptive_with_a_detectable_effect_and_not_measured_for_a_frozen_agent() -> None:
     series = _series(
-        {RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random(), RunMode.STATIC_AUGMENTATION: _static()}
+        {"genenv": _genenv(), "random_simulator": _random(), "static_augmentation": _static()}
     )
     result = analyse(series, FAST)
     de = result.data_efficiency
@@ -317,14 +317,14 @@ def test_h3_is_descriptive_with_a_detectable_effect_and_not_measured_for_a_froze
     assert _status(result, "H3") == "descriptive" and _verdict(result, "H3") is None
     assert "genenv − static_augmentation" in _reason(result, "H3") and "detectable ≈" in _reason(result, "H3")
     assert {e.baseline for e in result.effects} == {"random_simulator", "static_augmentation"}
-    frozen = analyse(_series({RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random()}, agent_trains=False),
+    frozen = analyse(_series({"genenv": _genenv(), "random_simulator": _random()}, agent_trains=False),
                      FAST)
     assert _status(frozen, "H3") == "not measured" and "frozen" in _reason(frozen, "H3")
 
 
 def test_missing_modes_and_data_give_none_not_a_crash(tmp_path: Path) -> None:
     empty_rows: list[Row] = [{}, {}]
-    series = _series({RunMode.AGENT_ONLY: [empty_rows, empty_rows[:1]]})
+    series = _series({"agent_only": [empty_rows, empty_rows[:1]]})
     result = analyse(series, FAST)
     assert result.effects == []
     assert result.data_efficiency.target is None
@@ -344,7 +344,7 @@ def test_missing_modes_and_data_give_none_not_a_crash(tmp_path: Path) -> None:
 
 def test_write_report_writes_markdown_json_and_figures(tmp_path: Path) -> None:
     series = _series(
-        {RunMode.GENENV: _genenv(), RunMode.RANDOM_SIMULATOR: _random(), RunMode.STATIC_AUGMENTATION: _static()}
+        {"genenv": _genenv(), "random_simulator": _random(), "static_augmentation": _static()}
     )
     md_path = write_report(series, tmp_path / "out", FAST)
     out = tmp_path / "out"
@@ -408,13 +408,13 @@ def _two_sided(shift: list[float], *, from_repeats: bool = False) -> ExperimentS
     ``from_repeats`` the move comes only from tasks repeating an earlier epoch: its non-repeated tasks score as
     random_simulator's."""
     members = []
-    for mode in (RunMode.GENENV, RunMode.RANDOM_SIMULATOR):
+    for mode in ("genenv", "random_simulator"):
         for r, d in enumerate(shift):
             batches = []
             for epoch in range(3):
                 for i in range(8):
                     group, base = ("easy", 0.7) if i < 4 else ("hard", 0.2)
-                    moved = mode is RunMode.GENENV and epoch >= 1
+                    moved = mode == "genenv" and epoch >= 1
                     p = base + (d if group == "hard" else -d) if moved else base
                     k = round(p * 32)
                     fresh_k, fresh_n, repeated = (round(base * 16), 16, 2) if moved and from_repeats else (k, 32, 0)
@@ -422,11 +422,11 @@ def _two_sided(shift: list[float], *, from_repeats: bool = False) -> ExperimentS
                                              in_band=abs(k / 32 - 0.5) <= 0.25, valid_tasks=4, repeated_tasks=repeated,
                                              fresh_k=fresh_k, fresh_n=fresh_n))
             members.append(MemberSeries(
-                run_id=f"{mode.value}-{r}", mode=mode, replicate=r, status=RunStatus.COMPLETED,
+                run_id=f"{mode}-{r}", mode=mode, replicate=r, status=RunStatus.COMPLETED,
                 epochs=[MemberEpoch(epoch=e, p_hat=0.45, in_band_share=0.5, valid_tasks=32,
-                                    repeated_tasks=(8 if from_repeats and mode is RunMode.GENENV and e else 0))
+                                    repeated_tasks=(8 if from_repeats and mode == "genenv" and e else 0))
                         for e in range(3)],
-                seed_batches=batches, train_jobs=_jobs(f"{mode.value}-{r}", mode is RunMode.GENENV)))
+                seed_batches=batches, train_jobs=_jobs(f"{mode}-{r}", mode == "genenv")))
     return ExperimentSeries(experiment_id="two", name="two-sided", status=ExperimentStatus.COMPLETED,
                             domain="arithmetic", alpha=0.5, k_min=0.25, epochs=3, agent_trains=False,
                             members=members, level_sides={"easy": "above", "hard": "below"})

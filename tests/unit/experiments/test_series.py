@@ -24,26 +24,26 @@ from genenv.contracts.experiment_records import (
     TrainJobRecord,
 )
 from genenv.contracts.experiments import ExperimentCreate, ExperimentSeries, ExperimentStatus, ModeSeries
-from genenv.contracts.runs import RunMode, RunStatus
+from genenv.contracts.runs import RunStatus
 from genenv.domains.arithmetic.domain import ArithmeticDomain
 from genenv.experiments.series import DifficultyMemo, build_series, epoch_values, heldout_target
 
 # (mode, replicate) -> per epoch (p̂, in-band share, held-out accuracy or None, generated tasks, response tokens,
 # operand digits of its one valid task)
-DATA: dict[tuple[RunMode, int], list[tuple[float, float, float | None, int, float, int]]] = {
-    (RunMode.GENENV, 0): [(0.2, 0.0, 0.2, 8, 10.0, 1), (0.4, 0.5, 0.3, 16, 15.0, 2), (0.5, 1.0, 0.5, 24, 20.0, 3)],
-    (RunMode.GENENV, 1): [(0.3, 0.25, 0.4, 6, 12.0, 1), (0.6, 0.75, None, 12, 18.0, 2)],
-    (RunMode.RANDOM_SIMULATOR, 0): [(0.1, 0.0, 0.1, 10, 30.0, 1), (0.3, 0.0, 0.2, 20, 40.0, 1)],
-    (RunMode.STATIC_AUGMENTATION, 0): [(0.3, 0.5, 0.3, 10, 34.0, 1), (0.2, 0.25, 0.4, 20, 44.0, 2)],
-    (RunMode.STATIC_AUGMENTATION, 1): [(0.3, 0.5, 0.6, 10, 34.0, 1)],
+DATA: dict[tuple[str, int], list[tuple[float, float, float | None, int, float, int]]] = {
+    ("genenv", 0): [(0.2, 0.0, 0.2, 8, 10.0, 1), (0.4, 0.5, 0.3, 16, 15.0, 2), (0.5, 1.0, 0.5, 24, 20.0, 3)],
+    ("genenv", 1): [(0.3, 0.25, 0.4, 6, 12.0, 1), (0.6, 0.75, None, 12, 18.0, 2)],
+    ("random_simulator", 0): [(0.1, 0.0, 0.1, 10, 30.0, 1), (0.3, 0.0, 0.2, 20, 40.0, 1)],
+    ("static_augmentation", 0): [(0.3, 0.5, 0.3, 10, 34.0, 1), (0.2, 0.25, 0.4, 20, 44.0, 2)],
+    ("static_augmentation", 1): [(0.3, 0.5, 0.6, 10, 34.0, 1)],
 }
 
 
-def _run_id(mode: RunMode, replicate: int) -> str:
-    return f"{mode.value}-{replicate}"
+def _run_id(mode: str, replicate: int) -> str:
+    return f"{mode}-{replicate}"
 
 
-def _records(data: dict[tuple[RunMode, int], list[Any]] = DATA, *, tasks: bool = True) -> ExperimentRecords:
+def _records(data: dict[tuple[str, int], list[Any]] = DATA, *, tasks: bool = True) -> ExperimentRecords:
     members, epochs, evals, task_rows = [], [], [], []
     for (mode, r), rows in data.items():
         run = _run_id(mode, r)
@@ -63,7 +63,7 @@ def _records(data: dict[tuple[RunMode, int], list[Any]] = DATA, *, tasks: bool =
                              members=members, epochs=epochs, evaluations=evals, tasks=task_rows if tasks else [])
 
 
-def _mode(series: ExperimentSeries, mode: RunMode) -> ModeSeries:
+def _mode(series: ExperimentSeries, mode: str) -> ModeSeries:
     return next(m for m in series.modes if m.mode is mode)
 
 
@@ -84,9 +84,9 @@ def test_members_read_summaries_evaluations_and_difficulty() -> None:
 
 def test_mode_means_over_the_replicates_that_have_the_number() -> None:
     series = build_series(_records(), ArithmeticDomain())
-    assert [m.mode for m in series.modes] == [RunMode.GENENV, RunMode.RANDOM_SIMULATOR, RunMode.STATIC_AUGMENTATION]
+    assert [m.mode for m in series.modes] == ["genenv", "random_simulator", "static_augmentation"]
     assert [m.replicates for m in series.modes] == [2, 1, 2]
-    genenv = _mode(series, RunMode.GENENV)
+    genenv = _mode(series, "genenv")
     assert _means(genenv, "p_hat") == {0: (approx(0.25), 2), 1: (approx(0.5), 2), 2: (approx(0.5), 1)}
     assert _means(genenv, "in_band_share") == {0: (approx(0.125), 2), 1: (approx(0.625), 2), 2: (approx(1.0), 1)}
     # replicate 1 has no evaluation after epoch 1: the mean there is replicate 0's alone
@@ -95,7 +95,7 @@ def test_mode_means_over_the_replicates_that_have_the_number() -> None:
     assert _means(genenv, "generated_tasks_so_far") == {0: (approx(7.0), 2), 1: (approx(14.0), 2), 2: (24.0, 1)}
     assert {e.epoch: e.difficulty["operand_digits"].mean for e in genenv.epochs} == {0: 1.0, 1: 2.0, 2: 3.0}
     assert genenv.epochs[0].heldout_by_category["1d"].mean == approx(0.15)
-    static = _mode(series, RunMode.STATIC_AUGMENTATION)
+    static = _mode(series, "static_augmentation")
     assert _means(static, "mean_response_tokens") == {0: (approx(34.0), 2), 1: (approx(44.0), 1)}
     # static_augmentation's final held-out accuracies: 0.4 (r0, epoch 1) and 0.6 (r1, epoch 0)
     assert series.heldout_target == approx(0.5)
@@ -104,16 +104,16 @@ def test_mode_means_over_the_replicates_that_have_the_number() -> None:
 
 def test_epoch_values_list_every_metric_even_without_values() -> None:
     series = build_series(_records(), ArithmeticDomain())
-    values = epoch_values([m for m in series.members if m.mode is RunMode.GENENV])
+    values = epoch_values([m for m in series.members if m.mode == "genenv"])
     assert values[2].metrics["p_hat"] == [0.5] and values[1].metrics["heldout_accuracy"] == [0.3]
     only_r1 = epoch_values([m for m in series.members if m.run_id == "genenv-1"])
     assert only_r1[1].metrics["heldout_accuracy"] == []  # the report states None, the contract leaves it out
     assert "heldout_accuracy" not in next(m for m in build_series(
-        _records({(RunMode.GENENV, 1): DATA[(RunMode.GENENV, 1)]}), ArithmeticDomain()).modes).epochs[1].metrics
+        _records({("genenv", 1): DATA[("genenv", 1)]}), ArithmeticDomain()).modes).epochs[1].metrics
 
 
 def test_seed_batches_groups_and_train_jobs() -> None:
-    base = _records({(RunMode.GENENV, 0): DATA[(RunMode.GENENV, 0)][:1]}, tasks=False)
+    base = _records({("genenv", 0): DATA[("genenv", 0)][:1]}, tasks=False)
     run = "genenv-0"
     tasks = [PayloadRecord(run, 0, "a", {"expression": "12 * 3"}), PayloadRecord(run, 0, "a", {"expression": "1 + 2"}),
              PayloadRecord(run, 0, "b", {"expression": "4 - 1"})]
@@ -164,12 +164,12 @@ def test_memo_measures_a_closed_epoch_once() -> None:
 
 def test_memo_keeps_only_closed_epochs_and_is_bounded() -> None:
     memo, domain = DifficultyMemo(max_runs=1), ArithmeticDomain()
-    records = _records({(RunMode.GENENV, 0): DATA[(RunMode.GENENV, 0)][:1]})
+    records = _records({("genenv", 0): DATA[("genenv", 0)][:1]})
     open_task = PayloadRecord("genenv-0", 1, "s", {"expression": "1 + 2"})  # epoch 1 is not closed
     measured = memo.resolve(ExperimentRecords(**{**records.__dict__, "tasks": [*records.tasks, open_task]}), domain, {})
     assert set(measured) == {("genenv-0", 0), ("genenv-0", 1)}
     assert set(memo.recall(["genenv-0"])) == {("genenv-0", 0)}
-    other = _records({(RunMode.GENENV, 1): DATA[(RunMode.GENENV, 1)]})
+    other = _records({("genenv", 1): DATA[("genenv", 1)]})
     memo.resolve(other, domain, {})
     assert memo.recall(["genenv-0"]) == {} and set(memo.recall(["genenv-1"])) == {("genenv-1", 0), ("genenv-1", 1)}
 
@@ -193,8 +193,8 @@ def test_repeats_of_earlier_epochs_are_counted_and_left_out_of_the_fresh_counts(
         PayloadRecord(run, 2, "b", {"expression": "5 * 5"}, k=0, n=8),
         PayloadRecord("random_simulator-0", 1, "a", {"expression": "9 + 9"}, k=4, n=8),
     ]
-    records = _records({(RunMode.GENENV, 0): DATA[(RunMode.GENENV, 0)],
-                        (RunMode.RANDOM_SIMULATOR, 0): DATA[(RunMode.RANDOM_SIMULATOR, 0)]}, tasks=False)
+    records = _records({("genenv", 0): DATA[("genenv", 0)],
+                        ("random_simulator", 0): DATA[("random_simulator", 0)]}, tasks=False)
     records.tasks.extend(tasks)
     records.scores.extend([ScoreRecord(run, 1, "a", 10, 16, 10 / 16, False), ScoreRecord(run, 1, "b", 6, 7, 6 / 7,
                                                                                         False),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import time
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
@@ -127,10 +128,23 @@ def _wandb_records(path: Path) -> Iterator[Any]:
             buf = b""
 
 
+def _wandb_flushed(root: Path, timeout_s: float = 20.0) -> list[Path]:
+    """The run files under ``root`` once each holds its exit record: ``run.finish()`` can return before W&B's
+    service process has flushed the file (seen with wandb 0.31: 7 bytes, the header only, for a fraction of a
+    second), so a reader waits for the writer, as ``wandb sync`` would run later."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        paths = sorted(root.rglob("offline-run-*/run-*.wandb"))
+        done = [any(r.WhichOneof("record_type") == "exit" for r in _wandb_records(p)) for p in paths]
+        if (paths and all(done)) or time.monotonic() > deadline:
+            return paths
+        time.sleep(0.1)
+
+
 def _wandb_history(root: Path) -> tuple[set[str], list[dict[str, Any]]]:
     run_ids: set[str] = set()
     rows: list[dict[str, Any]] = []
-    for path in sorted(root.rglob("offline-run-*/run-*.wandb")):
+    for path in _wandb_flushed(root):
         for record in _wandb_records(path):
             kind = record.WhichOneof("record_type")
             if kind == "run":

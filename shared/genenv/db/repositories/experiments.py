@@ -34,7 +34,7 @@ from genenv.contracts.experiments import (
     ExperimentStatus,
 )
 from genenv.contracts.pagination import Page
-from genenv.contracts.runs import RunConfig, RunMode, RunStatus
+from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.contracts.tasks import TaskStatus
 from genenv.db.models import (
     CurriculumScoreRow,
@@ -77,7 +77,7 @@ def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
     for replicate, seed in enumerate(body.seeds()):
         for mode in body.modes:
             config = RunConfig.model_validate(
-                {**base, "mode": mode.value, "random_seed": seed, "name": f"{body.name}/{mode.value}/r{replicate}"}
+                {**base, "mode": mode, "random_seed": seed, "name": f"{body.name}/{mode}/r{replicate}"}
             )
             member = runs.create(session, config)
             member.experiment_id = row.id
@@ -99,10 +99,10 @@ def spec(row: ExperimentRow) -> ExperimentCreate:
     return ExperimentCreate.model_validate(row.spec, strict=False)
 
 
-def _in_run_order(rows: list[RunRow], modes: list[RunMode]) -> list[RunRow]:
+def _in_run_order(rows: list[RunRow], modes: list[str]) -> list[RunRow]:
     """By replicate, then in the experiment's mode order (the order sequential members run in)."""
     order = {m: i for i, m in enumerate(modes)}
-    return sorted(rows, key=lambda r: (r.replicate or 0, order.get(RunMode(r.config["mode"]), len(order)), r.id))
+    return sorted(rows, key=lambda r: (r.replicate or 0, order.get(r.config["mode"], len(order)), r.id))
 
 
 def members(session: Session, experiment_id: str) -> list[RunRow]:
@@ -145,7 +145,7 @@ def to_contract(row: ExperimentRow, member_rows: list[RunRow]) -> Experiment:
         concurrent=body.concurrent,
         members=[
             ExperimentMember(
-                run_id=m.id, mode=RunMode(m.config["mode"]), replicate=m.replicate or 0,
+                run_id=m.id, mode=m.config["mode"], replicate=m.replicate or 0,
                 random_seed=int(m.config.get("random_seed", 0)), status=RunStatus(m.status),
                 current_epoch=m.current_epoch, error=m.error,
             )
@@ -259,7 +259,7 @@ def series_records(
     return ExperimentRecords(
         experiment_id=row.id, name=row.name,
         status=derived_status(row.status, [RunStatus(m.status) for m in member_rows]), spec=body,
-        members=[MemberRecord(m.id, RunMode(m.config["mode"]), m.replicate or 0, RunStatus(m.status))
+        members=[MemberRecord(m.id, m.config["mode"], m.replicate or 0, RunStatus(m.status))
                  for m in member_rows],
         # Epochs before payloads: an epoch read as closed has every task and seed written (closing is its last
         # phase), so the payloads read below are final for it, and a caller may keep what it measures from them.

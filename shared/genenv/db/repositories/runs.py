@@ -75,6 +75,17 @@ def _config(run_id: str, stored: dict[str, Any]) -> RunConfig:
     return _configs.get_or_build(run_id, lambda: RunConfig.model_validate(stored))
 
 
+def config_of(row: RunRow) -> RunConfig:
+    """The validated config of a run row: the one door every process reads a run's config through (validated once
+    per run id and process, see ``_configs``)."""
+    return _config(row.id, row.config)
+
+
+def run_config(session: Session, run_id: str) -> RunConfig:
+    """The validated config of run ``run_id``; NotFoundError (404) when the run does not exist."""
+    return config_of(get(session, run_id))
+
+
 # Every column but the config: a page reads the configs it has not cached with a second query (JSON decoding
 # 50 configs per page costs more than the round trip).
 _SUMMARY_COLUMNS = (

@@ -1,32 +1,29 @@
-"""Curriculum scores of seed batches: computed from the ledger with the run's α, β, k_min, λ and stored."""
+"""Stored curriculum scores of seed batches: rows in, rows out (the scoring itself is genenv.curriculum's)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from genenv.contracts.runs import RunConfig
-from genenv.contracts.scores import CurriculumScore, ScoreResponse
-from genenv.curriculum.scoring import score_batches
+from genenv.contracts.scores import CurriculumScore
 from genenv.db.models import CurriculumScoreRow
 from genenv.db.repositories import runs
-from genenv.db.repositories.ledger import epoch_seed_counts, materialise_epoch_stats
 from genenv.db.repositories.upsert import insert_for
 
 
 def run_config(session: Session, run_id: str) -> RunConfig:
     """The validated configuration of a run; NotFoundError (404) when the run does not exist."""
-    return RunConfig.model_validate(runs.get(session, run_id).config)
+    return runs.run_config(session, run_id)
 
 
-def score_epoch(session: Session, run_id: str, epoch: int) -> ScoreResponse:
-    """Materialise the epoch's task/seed stats, score its seed batches and upsert curriculum_score rows."""
-    config = run_config(session, run_id)
-    materialise_epoch_stats(session, run_id, epoch)
-    result = score_batches(epoch_seed_counts(session, run_id, epoch), config.curriculum)
-    if result.scores:
+def replace_epoch_scores(session: Session, run_id: str, epoch: int, scores: Sequence[CurriculumScore]) -> None:
+    """Make ``scores`` the epoch's stored scores: upsert each seed's, delete those of seeds no longer scored."""
+    if scores:
         ins = insert_for(session, CurriculumScoreRow).values(
-            [{"run_id": run_id, "epoch": epoch, **s.model_dump()} for s in result.scores]
+            [{"run_id": run_id, "epoch": epoch, **s.model_dump()} for s in scores]
         )
         session.execute(
             ins.on_conflict_do_update(
@@ -38,22 +35,17 @@ def score_epoch(session: Session, run_id: str, epoch: int) -> ScoreResponse:
         delete(CurriculumScoreRow).where(
             CurriculumScoreRow.run_id == run_id,
             CurriculumScoreRow.epoch == epoch,
-            CurriculumScoreRow.seed_id.not_in([s.seed_id for s in result.scores]),
+            CurriculumScoreRow.seed_id.not_in([s.seed_id for s in scores]),
         )
     )
     session.flush()
-    return result
 
 
-def stored_scores(session: Session, run_id: str, epoch: int) -> ScoreResponse:
-    """The stored scores of one epoch (empty when the epoch was never scored)."""
-    run_config(session, run_id)
+def epoch_scores(session: Session, run_id: str, epoch: int) -> list[CurriculumScore]:
+    """The stored scores of one epoch by seed id (empty when the epoch was never scored)."""
     rows = session.scalars(
         select(CurriculumScoreRow)
         .where(CurriculumScoreRow.run_id == run_id, CurriculumScoreRow.epoch == epoch)
         .order_by(CurriculumScoreRow.seed_id)
     ).all()
-    scores = [CurriculumScore.model_validate(r) for r in rows]
-    scored = [s for s in scores if s.p_hat is not None]
-    share = sum(s.in_band for s in scored) / len(scored) if scored else None
-    return ScoreResponse(scores=scores, in_band_share=share)
+    return [CurriculumScore.model_validate(r) for r in rows]

@@ -21,14 +21,13 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 
+from genenv.contracts.domains import DATA_KINDS
 from genenv.contracts.tasks import Seed
 
-Kind = Literal["function_calling", "exact_answer", "qa"]
-KINDS: tuple[str, ...] = ("function_calling", "exact_answer", "qa")
 NORMALIZATIONS: tuple[str, ...] = ("number", "exact", "case-insensitive")
 DEFAULT_MAX_BYTES = 2_000_000
 """Largest seed file accepted (bytes); GENENV_DOMAINS__MAX_SEED_FILE_BYTES overrides it."""
@@ -316,15 +315,15 @@ def row_payload(kind: str, row: dict[str, Any], options: dict[str, Any]) -> dict
     elif kind == "qa":
         payload = qa_payload(row)
     else:
-        raise ValueError(f"unknown kind {kind!r}; choose from {list(KINDS)}")
+        raise ValueError(f"unknown kind {kind!r}; choose from {list(DATA_KINDS)}")
     payload[DATA_KIND_FIELD] = kind
     return payload
 
 
 def check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a kind with defaults filled in, or ValueError saying how to fix them."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; choose from {list(KINDS)}")
+    if kind not in DATA_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {list(DATA_KINDS)}")
     unknown = sorted(set(options) - ({"normalize"} if kind == "exact_answer" else set()))
     if unknown:
         raise ValueError(f"options {unknown} do not apply to kind {kind!r}")

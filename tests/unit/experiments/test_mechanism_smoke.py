@@ -1,4 +1,4 @@
-"""bench/simulator_mechanism.py --smoke: Exp 0 and Exp 1 end to end at tiny sizes on the real SmolLM2 (in-process
+"""``genenv experiment mechanism smoke``: Exp 0 and Exp 1 end to end at tiny sizes on the real SmolLM2 (in-process
 backend on the CPU, the project's RWR), their JSON, and the resume from cached phases."""
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.bench import scripts
+from genenv.cli.mechanism import run_and_render
+from genenv_orchestrator.mechanism.runs import smoke_options
 
 pytestmark = [pytest.mark.slow]
 
 
 def test_smoke_runs_both_experiments_and_resumes_from_its_caches(tmp_path: Path, model_dir: Path) -> None:
-    bench = scripts.load("simulator_mechanism")
-    cal_args, off_args = bench.smoke_args(tmp_path)
-    cal = bench.run(cal_args)
+    cal_opts, off_opts = smoke_options(tmp_path)
+    cal = run_and_render(cal_opts)
     assert [(r.lr, r.steps) for r in cal["rows"]] == [(0.001, 1), (0.001, 2)]
     assert 0.0 <= cal["base"].valid_share <= 1.0 and cal["eval_prompts"] == 3
     saved = json.loads((tmp_path / "exp0" / "calibrate.json").read_text())
     assert saved["criterion"]["gap_closure"] == 0.5 and len(saved["rows"]) == 2
 
-    off = bench.run(off_args)
+    off = run_and_render(off_opts)
     analysis = off["analysis"]
     assert set(analysis["summaries"]) == {"base", "A", "C", "D", "E"}
     names = [e["contrast"].name for e in analysis["endpoints"]]
@@ -37,5 +37,5 @@ def test_smoke_runs_both_experiments_and_resumes_from_its_caches(tmp_path: Path,
     assert json.loads(first)["analysis"]["endpoints"][0]["decision"][0] in {"supported", "refuted at this scale",
                                                                             "inconclusive"}
     # A second run reads every phase from its cache: the same prompts, generations and verdicts.
-    again = bench.run(off_args)
+    again = run_and_render(off_opts)
     assert again["analysis"]["endpoints"][0]["contrast"] == analysis["endpoints"][0]["contrast"]
