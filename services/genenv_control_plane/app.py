@@ -20,7 +20,7 @@ def create_app(settings: GenEnvSettings | None = None, *, enqueuer: Enqueuer | N
     """The control-plane API. ``enqueuer`` overrides how started runs reach the orchestrator."""
     settings = settings or get_settings()
     cp = ControlPlane.build(settings, enqueuer)
-    checks: dict[str, ReadyCheck] = {"database": cp.ping_database}
+    checks: dict[str, ReadyCheck] = {"database": cp.db.ping}
     if cp.redis is not None:
         checks["redis"] = cp.ping_redis
 

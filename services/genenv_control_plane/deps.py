@@ -9,11 +9,9 @@ from typing import Annotated
 
 import redis
 from fastapi import Depends, Query, Request
-from sqlalchemy import Engine, text
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from genenv.db.engine import make_engine, make_session_factory, session_scope
-from genenv.db.repositories.common import MAX_LIMIT
+from genenv.db.engine import ServiceDatabase, session_scope
 from genenv.experiments.series import DifficultyMemo
 from genenv.queue import make_celery
 from genenv.settings import GenEnvSettings
@@ -29,8 +27,7 @@ class ControlPlane:
     experiment series' difficulty memo."""
 
     settings: GenEnvSettings
-    engine: Engine
-    sessions: sessionmaker[Session]
+    db: ServiceDatabase
     enqueuer: Enqueuer
     redis: redis.Redis[bytes] | None
     base_model_check: BaseModelCheck
@@ -40,7 +37,6 @@ class ControlPlane:
     @classmethod
     def build(cls, settings: GenEnvSettings, enqueuer: Enqueuer | None = None) -> ControlPlane:
         """Resources for ``settings``; Celery on Redis unless ``queue.eager``."""
-        engine = make_engine(settings.database)
         client = None
         if not settings.queue.eager:
             client = redis.Redis.from_url(
@@ -48,18 +44,13 @@ class ControlPlane:
             )
         if enqueuer is None:
             enqueuer = InProcessEnqueuer() if settings.queue.eager else CeleryEnqueuer(make_celery(settings))
-        return cls(settings, engine, make_session_factory(engine), enqueuer, client, BaseModelCheck(settings))
+        return cls(settings, ServiceDatabase.open(settings.database), enqueuer, client, BaseModelCheck(settings))
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """One transaction: commit on success, roll back on error."""
-        with session_scope(self.sessions) as session:
+        with session_scope(self.db.sessions) as session:
             yield session
-
-    def ping_database(self) -> None:
-        """Readiness: the database answers a query."""
-        with self.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
 
     def ping_redis(self) -> None:
         """Readiness: the broker answers PING."""
@@ -71,7 +62,7 @@ class ControlPlane:
         self.enqueuer.close()
         if self.redis is not None:
             self.redis.close()
-        self.engine.dispose()
+        self.db.close()
 
 
 async def get_control_plane(request: Request) -> ControlPlane:
@@ -85,10 +76,5 @@ async def get_control_plane(request: Request) -> ControlPlane:
 
 
 ControlPlaneDep = Annotated[ControlPlane, Depends(get_control_plane)]
-Cursor = Annotated[
-    str | None,
-    Query(max_length=1024, pattern=r"^[A-Za-z0-9_-]+$", description="next_cursor of the previous page."),
-]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page.")]
 # Postgres cannot compare text with U+0000; such a filter is a client mistake (422), not a 500.
 TextFilter = Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")]

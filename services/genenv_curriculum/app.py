@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
+from genenv.db.engine import ServiceDatabase
 from genenv.http import make_app
 from genenv.settings import GenEnvSettings, get_settings
-from genenv_curriculum.deps import CurriculumResources
 from genenv_curriculum.routes import router
 
 TITLE = "GenEnv curriculum"
@@ -21,16 +21,16 @@ def create_app(
 ) -> FastAPI:
     """The curriculum API; ``sessions`` shares an existing database session factory (embedded mode)."""
     settings = settings or get_settings()
-    resources = CurriculumResources.build(settings, sessions)
+    db = ServiceDatabase.open(settings.database, sessions)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        resources.close()
+        db.close()
 
     app = make_app(
-        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.ping_database}
+        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": db.ping}
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
-    app.state.curriculum = resources
+    app.state.curriculum = db
     return app

@@ -8,13 +8,14 @@ from fastapi import APIRouter, Path, Query
 
 from genenv.contracts.base import MAX_INT32
 from genenv.contracts.errors import GenEnvError
-from genenv.contracts.pagination import Page
+from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.contracts.runs import CurriculumConfig
 from genenv.contracts.scores import ScoreRequest, ScoreResponse, SeedLedgerEntry, TaskLedgerEntry
 from genenv.curriculum.scoring import score_batches
 from genenv.db.repositories import ledger, runs, scores
+from genenv.http.pagination import Cursor, Limit
 from genenv_curriculum import scoring
-from genenv_curriculum.deps import DEFAULT_PAGE, Cursor, Limit, SessionDep
+from genenv_curriculum.deps import SessionDep
 
 router = APIRouter(prefix="/v1", tags=["curriculum"])
 
@@ -59,7 +60,7 @@ def get_task_ledger(
     epoch: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     seed_id: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
     cursor: Cursor = None,
-    limit: Limit = DEFAULT_PAGE,
+    limit: Limit = DEFAULT_LIMIT,
 ) -> Page[TaskLedgerEntry]:
     """Per task: valid-verdict counts k/n, k/n and the Beta(1,1) posterior mean."""
     runs.get(session, run_id)
@@ -68,7 +69,7 @@ def get_task_ledger(
 
 @router.get("/runs/{run_id}/ledger/seeds", response_model=Page[SeedLedgerEntry])
 def get_seed_ledger(
-    run_id: RunId, session: SessionDep, cursor: Cursor = None, limit: Limit = DEFAULT_PAGE
+    run_id: RunId, session: SessionDep, cursor: Cursor = None, limit: Limit = DEFAULT_LIMIT
 ) -> Page[SeedLedgerEntry]:
     """Per seed, over all epochs: valid-verdict counts and estimates."""
     runs.get(session, run_id)

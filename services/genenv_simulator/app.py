@@ -33,7 +33,7 @@ def create_app(
         await resources.close()
 
     app = make_app(
-        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.ping_database}
+        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.db.ping}
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
     app.state.simulator = resources

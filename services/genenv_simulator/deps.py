@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -12,7 +11,7 @@ from genenv import catalogue
 from genenv.contracts.adapters import Role
 from genenv.contracts.errors import NotFoundError
 from genenv.contracts.tasks import Seed
-from genenv.db.engine import make_engine, make_session_factory
+from genenv.db.engine import ServiceDatabase
 from genenv.domains.base import Domain
 from genenv.inference.base import InferenceBackend
 from genenv.inference.factory import build_backend
@@ -25,10 +24,8 @@ class SimulatorResources:
 
     settings: GenEnvSettings
     backend: InferenceBackend
-    engine: Engine
-    sessions: sessionmaker[Session]
+    db: ServiceDatabase
     owns_backend: bool
-    owns_engine: bool
     _train_seeds: dict[str, dict[str, Seed]] = field(default_factory=dict)
 
     @classmethod
@@ -40,21 +37,11 @@ class SimulatorResources:
         sessions: sessionmaker[Session] | None = None,
     ) -> SimulatorResources:
         """Use the given backend / session factory (embedded mode, tests) or build them from settings."""
-        if sessions is not None:
-            bind = sessions.kw["bind"]
-            assert isinstance(bind, Engine)
-            engine, owns_engine = bind, False
-        else:
-            engine, owns_engine = make_engine(settings.database), True
-            sessions = make_session_factory(engine)
-        own = backend is None
         return cls(
             settings=settings,
             backend=backend if backend is not None else build_backend(settings, Role.SIMULATOR),
-            engine=engine,
-            sessions=sessions,
-            owns_backend=own,
-            owns_engine=owns_engine,
+            db=ServiceDatabase.open(settings.database, sessions),
+            owns_backend=backend is None,
         )
 
     def domain(self, name: str) -> Domain:
@@ -63,7 +50,7 @@ class SimulatorResources:
         404, as on the control plane: the name addresses something that does not exist, like an unknown seed id
         (404 unknown_seed); 400 is for a request that names existing things in an unacceptable way (api.md#errors).
         """
-        with self.sessions() as session:  # a session connects on its first query: built-ins never touch it
+        with self.db.sessions() as session:  # a session connects on its first query: built-ins never touch it
             try:
                 return catalogue.resolve(session, name)  # NotFoundError (param domain, code unknown_domain)
             except SQLAlchemyError:
@@ -85,14 +72,8 @@ class SimulatorResources:
                 f"no seed {seed_id!r} in the train split of {domain.name!r}", param="seed_ids", code="unknown_seed"
             ) from None
 
-    def ping_database(self) -> None:
-        """Readiness: the database answers."""
-        with self.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-
     async def close(self) -> None:
         """Release what this service created."""
         if self.owns_backend:
             await self.backend.aclose()
-        if self.owns_engine:
-            self.engine.dispose()
+        self.db.close()

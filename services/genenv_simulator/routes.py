@@ -31,7 +31,7 @@ def _stored(
 ) -> tuple[list[GeneratedTask], list[dict[str, Any]] | None]:
     """The epoch's stored tasks of these seeds, and — when the run rejects repeats — the payloads of its valid
     tasks of earlier epochs (None when it does not)."""
-    with session_scope(resources.sessions) as session:
+    with session_scope(resources.db.sessions) as session:
         run = session.get(RunRow, run_id)
         if run is None:
             raise NotFoundError(f"run {run_id!r} not found", param="run_id")
@@ -42,7 +42,7 @@ def _stored(
 
 
 def _store(resources: SimulatorResources, run_id: str, epoch: int, tasks: list[GeneratedTask]) -> None:
-    with session_scope(resources.sessions) as session:
+    with session_scope(resources.db.sessions) as session:
         task_repo.store_generated(session, run_id, epoch, tasks)
 
 

@@ -47,7 +47,7 @@ def create_app(
     # A verify batch repeats each task once per response, so this service has its own (larger) body limit.
     app_settings = settings.model_copy(update={"max_body_bytes": settings.verifier.max_body_bytes})
     app = make_app(
-        TITLE, app_settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.ping_database}
+        TITLE, app_settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.db.ping}
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
     app.state.verifier = resources

@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Evaluation, Role
-from genenv.db.engine import make_engine, make_session_factory, session_scope
+from genenv.db.engine import ServiceDatabase, session_scope
 from genenv.inference.base import InferenceBackend
 from genenv.settings import GenEnvSettings
 
@@ -22,9 +21,7 @@ class VerifierResources:
     """Settings, the database for evaluation rows, and the agent's inference backend (built on first use)."""
 
     settings: GenEnvSettings
-    engine: Engine
-    sessions: sessionmaker[Session]
-    owns_engine: bool
+    db: ServiceDatabase
     backend: InferenceBackend | None = None
     owns_backend: bool = field(default=False)
     # Evaluations running in this process, by idempotency key (see single_flight).
@@ -38,12 +35,7 @@ class VerifierResources:
         backend: InferenceBackend | None = None,
     ) -> VerifierResources:
         """Use the given session factory / backend (embedded mode, tests) or the configured ones."""
-        if sessions is not None:
-            bind = sessions.kw["bind"]
-            assert isinstance(bind, Engine)
-            return cls(settings, bind, sessions, owns_engine=False, backend=backend)
-        engine = make_engine(settings.database)
-        return cls(settings, engine, make_session_factory(engine), owns_engine=True, backend=backend)
+        return cls(settings, ServiceDatabase.open(settings.database, sessions), backend=backend)
 
     def inference(self) -> InferenceBackend:
         """The agent's backend from settings (vLLM or local), created once per process."""
@@ -74,17 +66,11 @@ class VerifierResources:
         finally:
             del self.inflight[key]
 
-    def ping_database(self) -> None:
-        """Readiness: the database answers a query."""
-        with self.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-
     async def close(self) -> None:
         """Release what this service created."""
         if self.owns_backend and self.backend is not None:
             await self.backend.aclose()
-        if self.owns_engine:
-            self.engine.dispose()
+        self.db.close()
 
 
 def get_resources(request: Request) -> VerifierResources:
@@ -95,7 +81,7 @@ def get_resources(request: Request) -> VerifierResources:
 
 def get_session(request: Request) -> Iterator[Session]:
     """One transaction per request: committed when the route returns, rolled back when it raises."""
-    with session_scope(get_resources(request).sessions) as session:
+    with session_scope(get_resources(request).db.sessions) as session:
         yield session
 
 

@@ -63,7 +63,7 @@ async def evaluate(name: BenchmarkName, body: EvaluateRequest, resources: Resour
     idempotency key, a stored evaluation is returned, and a request arriving while the same key is being evaluated
     in this process waits for that evaluation instead of running the benchmark again.
     """
-    with session_scope(resources.sessions) as session:
+    with session_scope(resources.db.sessions) as session:
         evaluator = _evaluator(session, name)
         split = body.split or evaluator.default_split
         evaluator.check_split(split)
@@ -101,7 +101,7 @@ async def _evaluate(
         show_progress=False,
     )
     # Committed here, before single-flight waiters are answered: a later request then finds the stored row.
-    with session_scope(resources.sessions) as session:
+    with session_scope(resources.db.sessions) as session:
         row = evaluations.create_evaluation(
             session,
             benchmark=name,

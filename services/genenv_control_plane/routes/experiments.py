@@ -11,12 +11,12 @@ from starlette.concurrency import run_in_threadpool
 from genenv import catalogue
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.experiments import Experiment, ExperimentCreate, ExperimentSeries
-from genenv.contracts.pagination import Page
+from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.db.repositories import experiments
-from genenv.db.repositories.common import DEFAULT_LIMIT
 from genenv.experiments.series import build_series
+from genenv.http.pagination import Cursor, Limit
 from genenv.models.locations import check_model_location, model_roots
-from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
+from genenv_control_plane.deps import ControlPlane, ControlPlaneDep
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ from fastapi import APIRouter, Query
 
 from genenv.contracts.adapters import Adapter, Evaluation, Role
 from genenv.contracts.epochs import Epoch
-from genenv.contracts.pagination import Page
+from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.contracts.rollouts import Rollout
 from genenv.contracts.scores import RunStat, StatKind
 from genenv.contracts.tasks import Task, TaskStatus
 from genenv.db.repositories import epochs, inspection, runs
-from genenv.db.repositories.common import DEFAULT_LIMIT
-from genenv_control_plane.deps import ControlPlaneDep, Cursor, Limit, TextFilter
+from genenv.http.pagination import Cursor, Limit
+from genenv_control_plane.deps import ControlPlaneDep, TextFilter
 from genenv_control_plane.routes.runs import RunId
 
 router = APIRouter(prefix="/v1/runs/{run_id}", tags=["inspection"])

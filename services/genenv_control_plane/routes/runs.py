@@ -10,12 +10,12 @@ from starlette.concurrency import run_in_threadpool
 
 from genenv import catalogue
 from genenv.contracts.errors import UnavailableError
-from genenv.contracts.pagination import Page
+from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.contracts.runs import Run, RunAction, RunCreate, RunStatus
 from genenv.db.repositories import experiments, runs
-from genenv.db.repositories.common import DEFAULT_LIMIT
+from genenv.http.pagination import Cursor, Limit
 from genenv.models.locations import check_model_location, model_roots
-from genenv_control_plane.deps import ControlPlane, ControlPlaneDep, Cursor, Limit
+from genenv_control_plane.deps import ControlPlane, ControlPlaneDep
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,11 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
+DEFAULT_LIMIT = 50
+"""Items per page when a list request names no ``limit``."""
+MAX_LIMIT = 500
+"""The largest ``limit`` a list request may ask for."""
+
 T = TypeVar("T")
 
 

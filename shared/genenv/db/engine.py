@@ -6,10 +6,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -87,6 +88,36 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+@dataclass
+class ServiceDatabase:
+    """An HTTP service's engine and session factory: borrowed from the process that embeds the service (one engine
+    for all of them) or opened here from settings, and then released by ``close``."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    owns_engine: bool
+
+    @classmethod
+    def open(cls, settings: DatabaseSettings, sessions: sessionmaker[Session] | None = None) -> ServiceDatabase:
+        """Borrow ``sessions`` and its engine when given, else open the configured database."""
+        if sessions is not None:
+            bind = sessions.kw["bind"]
+            assert isinstance(bind, Engine)
+            return cls(bind, sessions, owns_engine=False)
+        engine = make_engine(settings)
+        return cls(engine, make_session_factory(engine), owns_engine=True)
+
+    def ping(self) -> None:
+        """Readiness: the database answers a query."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def close(self) -> None:
+        """Release the pool if this service opened it; a borrowed engine is its owner's to dispose."""
+        if self.owns_engine:
+            self.engine.dispose()
 
 
 class ProcessDatabase:

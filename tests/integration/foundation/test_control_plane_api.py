@@ -105,7 +105,7 @@ async def test_lifecycle_and_enqueue_after_commit(api: Api, db_url: str) -> None
 
 async def test_failed_commit_enqueues_nothing(api: Api, db_url: str) -> None:
     run_id = (await _create(api))["id"]
-    sessions = api.app.state.control_plane.sessions
+    sessions = api.app.state.control_plane.db.sessions
 
     def fail_commit(_session: object) -> None:
         raise RuntimeError("simulated commit failure")

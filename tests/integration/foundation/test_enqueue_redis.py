@@ -78,7 +78,7 @@ async def test_start_and_resume_publish_advance_run(distributed: Any, redis_url:
 async def test_failed_transaction_publishes_nothing(distributed: Any, redis_url: str) -> None:
     client, app, db_url = distributed
     run_id = (await client.post("/v1/runs", json={})).json()["id"]
-    sessions = app.state.control_plane.sessions
+    sessions = app.state.control_plane.db.sessions
 
     def fail_commit(_session: object) -> None:
         raise RuntimeError("simulated commit failure")

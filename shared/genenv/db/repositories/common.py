@@ -14,9 +14,6 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from genenv.contracts.errors import GenEnvError
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
-
 T = TypeVar("T", bound=tuple[Any, ...])
 
 

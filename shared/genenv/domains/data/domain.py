@@ -7,7 +7,6 @@ Seeds come from the seed file instead of benchmark data; every task payload name
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +26,7 @@ from genenv.domains.data.seedfile import (
     read_seed_file,
 )
 from genenv.domains.function_calling.domain import FunctionCallingDomain, gold_answer
-from genenv.domains.qa.domain import QaDomain, question_and_answer
+from genenv.domains.qa.domain import QaDomain, question_and_answer, question_messages
 
 __all__ = ["DATA_KIND_FIELD", "DataDomain", "build_data_domain", "check_seed_file", "kind_domain"]
 
@@ -113,14 +112,8 @@ class ExactAnswerDomain(DataDomain):
         answer_kind = "a number" if self.normalize == "number" else "a short exact answer"
         system = (f"You write questions for a student. Each question has exactly one correct answer, {answer_kind}. "
                   'Reply with JSON only: {"question": ..., "answer": ...}.')
-        if seed is None:
-            user = "Write one new question."
-        else:
-            example = {"question": seed.payload.get("question"), "answer": seed.payload.get("answer")}
-            user = f"Example: {json.dumps(example)}\nWrite one NEW question of the same kind."
-        if stats is not None and stats[1] > 0 and target_success is not None:
-            user += f" The student solved {stats[0]} of {stats[1]} recent attempts; aim for {target_success:.0%}."
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        example = None if seed is None else {k: seed.payload.get(k) for k in ("question", "answer")}
+        return question_messages(system, example, "The student solved", stats=stats, target_success=target_success)
 
     def task_json_schema(self) -> dict[str, Any]:
         """A question and its answer."""

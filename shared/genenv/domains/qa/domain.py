@@ -40,6 +40,26 @@ def question_and_answer(obj: Any) -> tuple[str, str]:
     return question.strip(), answer.strip()
 
 
+def question_messages(
+    system: str,
+    example: dict[str, Any] | None,
+    solvers: str,
+    *,
+    stats: tuple[int, int] | None,
+    target_success: float | None,
+) -> list[ChatMessage]:
+    """The simulator's prompt for one new question: ``system``, then the seed's ``{question, answer}`` as example
+    (none: a question from scratch) and, once attempts are counted, the success rate to aim for; ``solvers`` opens
+    that sentence ("The student solved", "Students answered")."""
+    if example is None:
+        user = "Write one new question."
+    else:
+        user = f"Example: {json.dumps(example)}\nWrite one NEW question of the same kind."
+    if stats is not None and stats[1] > 0 and target_success is not None:
+        user += f" {solvers} {stats[0]} of {stats[1]} recent attempts; aim for {target_success:.0%}."
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def is_seed_item(item_id: str) -> bool:
     """Whether a Bamboogle item belongs to the fixed seed fifth."""
     return int.from_bytes(hashlib.sha256(item_id.encode()).digest()[:8], "big") % SEED_MODULUS == 0
@@ -85,17 +105,11 @@ class QaDomain(Domain):
             "in the year that Citibank was founded?'). The answer must be short (a name, date, number or yes/no) "
             'and correct. Reply with JSON only: {"question": ..., "answer": ...}.'
         )
-        if seed is None:
-            user = "Write one new question."
-        else:
-            example = {
-                "question": seed.payload.get("question"),
-                "answer": (seed.payload.get("golden_answers") or [""])[0],
-            }
-            user = f"Example: {json.dumps(example)}\nWrite one NEW question of the same kind."
-        if stats is not None and stats[1] > 0 and target_success is not None:
-            user += f" Students answered {stats[0]} of {stats[1]} recent attempts; aim for {target_success:.0%}."
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        example = None if seed is None else {
+            "question": seed.payload.get("question"),
+            "answer": (seed.payload.get("golden_answers") or [""])[0],
+        }
+        return question_messages(system, example, "Students answered", stats=stats, target_success=target_success)
 
     def task_json_schema(self) -> dict[str, Any]:
         """A question and its short answer."""
