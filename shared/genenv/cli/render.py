@@ -146,5 +146,6 @@ def rejection_notes(epochs: list[Epoch], last: int = 3) -> list[str]:
         reasons.extend(reason for reason, _ in ordered if reason not in reasons)
     notes.extend(f"  {reason}: {rejection_hint(reason)}" for reason in reasons)
     if counted:
-        notes.append("  the rejected generations: genenv runs tasks RUN --epoch N --status rejected")
+        notes.append("  the rejected generations: genenv runs tasks RUN --epoch N --status rejected (--home for a "
+                     "quickstart's run)")
     return notes

@@ -252,6 +252,7 @@ def tasks(
     ] = TaskFilter.ALL,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Generations to list (the first ones).")] = 50,
     url: UrlOption = None,
+    home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List an epoch's generations with status, rejection reason and text (GET /v1/runs/ID/tasks): why the
@@ -260,7 +261,8 @@ def tasks(
     from genenv.rejections import rejection_hint
 
     wanted = None if status is TaskFilter.ALL else TaskStatus(status.value)
-    page = run_client(get_settings(), url, lambda c: c.list_tasks(run_id, epoch=epoch, status=wanted, limit=limit))
+    settings, url = read_target(home, url)
+    page = run_client(settings, url, lambda c: c.list_tasks(run_id, epoch=epoch, status=wanted, limit=limit))
     if as_json:
         _print(page, True)
         return

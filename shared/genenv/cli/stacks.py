@@ -154,6 +154,7 @@ def follow_up_commands(run_id: str, home: Path) -> list[str]:
         f"genenv runs show {run_id} --home {where}",
         f"genenv runs plot {run_id} --home {where}",
         f"genenv export {run_id} --home {where} -o tasks.jsonl",
+        f"genenv runs tasks {run_id} --epoch 0 --status rejected --home {where}",
     ]
 
 

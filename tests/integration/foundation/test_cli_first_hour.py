@@ -166,7 +166,8 @@ def test_quickstart_follow_ups_run_as_printed(user: Path, tmp_path: Path, monkey
     run_id = _create_run(qs_home, monkeypatch)
     commands = follow_up_commands(run_id, qs_home)
     assert [c.split()[:3] for c in commands] == [
-        ["genenv", "runs", "show"], ["genenv", "runs", "plot"], ["genenv", "export", run_id]]
+        ["genenv", "runs", "show"], ["genenv", "runs", "plot"], ["genenv", "export", run_id],
+        ["genenv", "runs", "tasks"]]
     for command in commands:
         if " plot " in command:  # needs matplotlib (the bench extra); its --home is checked in the test above
             continue
