@@ -12,7 +12,7 @@ from genenv.contracts.pagination import DEFAULT_LIMIT, Page
 from genenv.contracts.runs import CurriculumConfig
 from genenv.contracts.scores import ScoreRequest, ScoreResponse, SeedLedgerEntry, TaskLedgerEntry
 from genenv.curriculum.scoring import score_batches
-from genenv.db.repositories import ledger, runs, scores
+from genenv.db.repositories import ledger, runs
 from genenv.http.pagination import Cursor, Limit
 from genenv_curriculum import scoring
 from genenv_curriculum.deps import SessionDep
@@ -42,7 +42,7 @@ def score(body: ScoreRequest, session: SessionDep) -> ScoreResponse:
         return scoring.score_epoch(session, body.run_id, body.epoch)
     if body.epoch is not None:
         raise GenEnvError("epoch goes with run_id alone; raw counts are not stored", param="epoch")
-    base = scores.run_config(session, body.run_id).curriculum if body.run_id else CurriculumConfig()
+    base = runs.run_config(session, body.run_id).curriculum if body.run_id else CurriculumConfig()
     config = base.model_copy(update=overrides)
     return score_batches([(c.seed_id, c.k, c.n) for c in body.counts], config)
 

@@ -9,14 +9,14 @@ from sqlalchemy.orm import Session
 
 from genenv.contracts.scores import ScoreResponse
 from genenv.curriculum.scoring import score_batches, scored_response
-from genenv.db.repositories import scores
+from genenv.db.repositories import runs, scores
 from genenv.db.repositories.ledger import epoch_seed_counts, materialise_epoch_stats
 
 
 def score_epoch(session: Session, run_id: str, epoch: int) -> ScoreResponse:
     """Materialise the epoch's task/seed stats, score its seed batches with the run's curriculum settings and make
     them the epoch's stored scores (idempotent)."""
-    config = scores.run_config(session, run_id)
+    config = runs.run_config(session, run_id)
     materialise_epoch_stats(session, run_id, epoch)
     result = score_batches(epoch_seed_counts(session, run_id, epoch), config.curriculum)
     scores.replace_epoch_scores(session, run_id, epoch, result.scores)
@@ -25,5 +25,5 @@ def score_epoch(session: Session, run_id: str, epoch: int) -> ScoreResponse:
 
 def stored_scores(session: Session, run_id: str, epoch: int) -> ScoreResponse:
     """The stored scores of one epoch with their in-band share; NotFoundError for an unknown run."""
-    scores.run_config(session, run_id)
+    runs.run_config(session, run_id)  # NotFoundError for an unknown run
     return scored_response(scores.epoch_scores(session, run_id, epoch))

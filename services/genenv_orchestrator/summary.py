@@ -13,8 +13,8 @@ from genenv.contracts.adapters import Role
 from genenv.contracts.epochs import EpochSummary
 from genenv.contracts.evaluations import EvaluationMetrics
 from genenv.contracts.tasks import TaskStatus
+from genenv.curriculum.scoring import in_band_share
 from genenv.db.models import (
-    CurriculumScoreRow,
     EvaluationRow,
     RolloutRow,
     RunRow,
@@ -23,7 +23,7 @@ from genenv.db.models import (
     TrainJobRow,
     VerdictRow,
 )
-from genenv.db.repositories import adapters, runs
+from genenv.db.repositories import adapters, runs, scores
 
 
 def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: dict[str, float]) -> EpochSummary:
@@ -150,14 +150,8 @@ def _generation(session: Session, run_id: str, epoch: int) -> dict[str, Any]:
 
 
 def _curriculum(session: Session, run_id: str, epoch: int) -> dict[str, Any]:
-    """The share of scored seed batches in the α band."""
-    in_band = session.scalar(
-        select(func.avg(func.cast(CurriculumScoreRow.in_band, Integer))).where(
-            CurriculumScoreRow.run_id == run_id, CurriculumScoreRow.epoch == epoch,
-            CurriculumScoreRow.p_hat.is_not(None),
-        )
-    )
-    return {"in_band_share": None if in_band is None else float(in_band)}
+    """The share of scored seed batches in the α band (the curriculum's one definition, on the stored scores)."""
+    return {"in_band_share": in_band_share(scores.epoch_scores(session, run_id, epoch))}
 
 
 def _training(session: Session, run_id: str, epoch: int) -> dict[str, Any]:

@@ -7,16 +7,9 @@ from collections.abc import Sequence
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from genenv.contracts.runs import RunConfig
 from genenv.contracts.scores import CurriculumScore
 from genenv.db.models import CurriculumScoreRow
-from genenv.db.repositories import runs
 from genenv.db.repositories.upsert import insert_for
-
-
-def run_config(session: Session, run_id: str) -> RunConfig:
-    """The validated configuration of a run; NotFoundError (404) when the run does not exist."""
-    return runs.run_config(session, run_id)
 
 
 def replace_epoch_scores(session: Session, run_id: str, epoch: int, scores: Sequence[CurriculumScore]) -> None:
