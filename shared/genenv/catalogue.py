@@ -254,10 +254,12 @@ def stored_body(url: str, name: str) -> DomainCreate | None:
 
 def _sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL (None for another database or an in-memory SQLite)."""
-    if not url.startswith("sqlite"):
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in {None, "", ":memory:"}:
         return None
-    path = url.split(":///", 1)[1] if ":///" in url else ""
-    return None if path in {"", ":memory:"} else Path(path)
+    return Path(str(parsed.database))
 
 
 def _stored(url: str, name: str) -> Domain | None:
@@ -265,12 +267,11 @@ def _stored(url: str, name: str) -> Domain | None:
     unreachable or has no domain table: the lookup goes on to the next store)."""
     from genenv.db.repositories import data_domains
 
-    def spec(session: Session) -> tuple[str, str, str, dict[str, Any]] | None:
+    def found(session: Session) -> Domain | None:
         row = data_domains.get(session, name)
-        return None if row is None else (row.name, row.kind, row.content, dict(row.options))
+        return None if row is None else _built(row)
 
-    found = _in_store(url, spec)
-    return None if found is None else REGISTRY.data_domain(*found)
+    return _in_store(url, found)
 
 
 def _in_store(url: str, read: Callable[[Session], T]) -> T | None:
