@@ -17,11 +17,9 @@ from typing import Annotated, NoReturn
 import typer
 
 from genenv.cli.common import err, out
-from genenv.cli.learning_store import StoreError, home_url, read_all, read_base
-from genenv.experiments.agent_calibration import BaseOutcome
-from genenv.experiments.learning import ARMS, REGISTERED_SEEDS, LearningDesign, PairingError, analyse_learning
-from genenv.experiments.learning_calibration import calibrate
-from genenv.experiments.learning_rendering import calibration_json, learning_json, render_calibration, render_learning
+
+# The analysis needs numpy and scipy (the `bench` extra): imported inside the commands, so that a missing extra ends
+# in cli.main's install hint when one of them runs, never when `genenv experiment` loads.
 
 app = typer.Typer(
     help="The learning experiment (docs/experiments/preregistration-learning.md): arms of several experiments "
@@ -40,6 +38,8 @@ ExperimentsOption = Annotated[
 
 
 def _urls(homes: list[Path] | None, dbs: list[str] | None) -> list[str]:
+    from genenv.cli.learning_store import StoreError, home_url
+
     try:
         urls = [home_url(h) for h in homes or []] + list(dbs or [])
     except StoreError as exc:
@@ -66,10 +66,11 @@ def report(
     homes: HomesOption = None,
     dbs: DbsOption = None,
     experiments: ExperimentsOption = None,
-    arms: Annotated[list[str] | None, typer.Option("--arm", help=f"Arms analysed (repeat; default all four: "
-                                                                 f"{', '.join(ARMS)}).")] = None,
-    seeds: Annotated[str, typer.Option(help="The pre-registered replicate seeds, comma-separated, in order.")] = (
-        ",".join(map(str, REGISTERED_SEEDS))),
+    arms: Annotated[list[str] | None, typer.Option(
+        "--arm", help="Arms analysed (repeat; default all four: genenv, static_augmentation, filter, "
+                      "learning_progress).")] = None,
+    seeds: Annotated[str | None, typer.Option(help="The pre-registered replicate seeds, comma-separated, in order "
+                                                   "(default: Part C's sixteen).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", file_okay=False, help="Folder for learning-report.md and "
                                                                           "learning-report.json.")] = Path(
         "learning-report"),
@@ -77,12 +78,17 @@ def report(
     """Pair the learning experiment's members by replicate seed across experiments and write the pre-registered
     analysis: genenv − each baseline on final held-out accuracy with its interval over training runs, the decision,
     the manipulation checks and data efficiency."""
+    from genenv.cli.learning_store import StoreError, read_all
+    from genenv.experiments.learning import ARMS, REGISTERED_SEEDS, LearningDesign, PairingError, analyse_learning
+    from genenv.experiments.learning_rendering import learning_json, render_learning
+
     chosen = tuple(arms or ARMS)
     if "genenv" not in chosen:
         raise typer.BadParameter("the arms must include genenv", param_hint="--arm")
     try:
         members = read_all(_urls(homes, dbs), experiments or [])
-        result = analyse_learning(members, LearningDesign(arms=chosen, registered_seeds=_ints(seeds)))
+        registered = REGISTERED_SEEDS if seeds is None else _ints(seeds)
+        result = analyse_learning(members, LearningDesign(arms=chosen, registered_seeds=registered))
     except (StoreError, PairingError) as exc:
         _fail(str(exc))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +119,12 @@ def calibration(
                                                                                 "calibration.json here.")] = None,
 ) -> None:
     """Print the calibration's dose table, the dose the pre-registered rule chooses, and Part B's sizing."""
+    from genenv.cli.learning_store import StoreError, read_all, read_base
+    from genenv.experiments.agent_calibration import BaseOutcome
+    from genenv.experiments.learning import PairingError
+    from genenv.experiments.learning_calibration import calibrate
+    from genenv.experiments.learning_rendering import calibration_json, render_calibration
+
     if (base_accuracy is None) != (base_valid_share is None):
         raise typer.BadParameter("give both --base-accuracy and --base-valid-share, or neither")
     urls = _urls(homes, dbs)
