@@ -290,6 +290,24 @@ class LeasedPrompt:
     """Which of the task's leased attempts this is (0-based)."""
 
 
+@dataclass
+class StreamStats:
+    """What a stream did, and the wall time of its own calls: the protocol's overhead as the client sees it
+    (a report's time includes the service scoring the replies)."""
+
+    leases: int = 0
+    empty_leases: int = 0
+    prompts: int = 0
+    reported: int = 0
+    """Attempts the service recorded."""
+    refused: int = 0
+    """Attempts dropped because their lease had expired or their epoch had closed (409)."""
+    lease_s: float = 0.0
+    report_s: float = 0.0
+    idle_s: float = 0.0
+    """Time waited on retry_after_s while nothing was leasable (not overhead: the service had no tasks)."""
+
+
 @dataclass(frozen=True)
 class _Batch:
     """Answers taken out of the buffer to be reported, with the key fixed at the first try: a report retried
@@ -319,9 +337,12 @@ class _Ledger:
         self.unsent: list[_Batch] = []
         self.stopped: ApiError | None = None
         self.expired: list[ApiError] = []
+        self.stats = StreamStats()
 
     def prompts_of(self, lease: Lease) -> list[LeasedPrompt]:
+        self.stats.leases += 1
         if lease.lease_id is None or not lease.items:
+            self.stats.empty_leases += 1
             return []
         prompts = [
             LeasedPrompt(self.run_id, lease.lease_id, lease.epoch, lease.expires_at, item.task_id, item.domain,
@@ -329,6 +350,7 @@ class _Ledger:
             for item in lease.items for k in range(item.attempts)
         ]
         self.open[lease.lease_id] = _OpenLease(lease.lease_id, len(prompts))
+        self.stats.prompts += len(prompts)
         return prompts
 
     def add(self, prompt: LeasedPrompt, reply: str | None, score: float | None) -> bool:
@@ -353,8 +375,9 @@ class _Ledger:
                 del self.open[held.lease_id]
         return list(self.unsent)
 
-    def sent(self, batch: _Batch) -> None:
+    def sent(self, batch: _Batch, recorded: AttemptsRecorded) -> None:
         self.unsent.remove(batch)
+        self.stats.reported += recorded.recorded
 
     def failed(self, batch: _Batch, exc: ApiError) -> None:
         """A report failed. 409: the lease expired or its epoch closed (its tasks went back to the pool), so the
@@ -362,6 +385,7 @@ class _Ledger:
         Unreachable or 5xx: kept, with its key, for the next flush, and raised."""
         if exc.status_code == 409:
             self.expired.append(exc)
+            self.stats.refused += len(batch.attempts)
             self.unsent.remove(batch)
             self.open.pop(batch.lease_id, None)
             return
@@ -415,19 +439,30 @@ class PromptStream:
         """Reports refused with 409 (expired lease, closed epoch): those attempts were not recorded."""
         return self._ledger.expired
 
+    @property
+    def stats(self) -> StreamStats:
+        """Counts and wall time of this stream's calls so far."""
+        return self._ledger.stats
+
     def __iter__(self) -> Iterator[LeasedPrompt]:
         while True:
+            started = time.perf_counter()
             try:
                 lease = self.client.lease(self._ledger.run_id, self.limit, self.lease_s)
             except ApiError as exc:
                 if exc.status_code != 409:
                     raise
                 self._ledger.stopped = exc
+            finally:
+                self._ledger.stats.lease_s += time.perf_counter() - started
+            if self._ledger.stopped is not None:
                 self.flush()
                 return
             prompts = self._ledger.prompts_of(lease)
             if not prompts:
-                self._sleep(_idle_wait(lease))
+                wait = _idle_wait(lease)
+                self._sleep(wait)
+                self._ledger.stats.idle_s += wait
                 continue
             yield from prompts
 
@@ -444,13 +479,16 @@ class PromptStream:
 
     def _report(self, batches: list[_Batch]) -> None:
         for batch in batches:
+            started = time.perf_counter()
             try:
                 recorded = self.client.report(self._ledger.run_id, batch.lease_id, batch.attempts,
                                               idempotency_key=batch.idempotency_key)
             except ApiError as exc:
                 self._ledger.failed(batch, exc)  # raises unless the lease is gone (409)
                 continue
-            self._ledger.sent(batch)
+            finally:
+                self._ledger.stats.report_s += time.perf_counter() - started
+            self._ledger.sent(batch, recorded)
             if self.on_report is not None:
                 self.on_report(recorded)
 
@@ -490,19 +528,30 @@ class AsyncPromptStream:
         """Reports refused with 409 (expired lease, closed epoch): those attempts were not recorded."""
         return self._ledger.expired
 
+    @property
+    def stats(self) -> StreamStats:
+        """Counts and wall time of this stream's calls so far."""
+        return self._ledger.stats
+
     async def __aiter__(self) -> AsyncIterator[LeasedPrompt]:
         while True:
+            started = time.perf_counter()
             try:
                 lease = await self.client.lease(self._ledger.run_id, self.limit, self.lease_s)
             except ApiError as exc:
                 if exc.status_code != 409:
                     raise
                 self._ledger.stopped = exc
+            finally:
+                self._ledger.stats.lease_s += time.perf_counter() - started
+            if self._ledger.stopped is not None:
                 await self.flush()
                 return
             prompts = self._ledger.prompts_of(lease)
             if not prompts:
-                await self._sleep(_idle_wait(lease))
+                wait = _idle_wait(lease)
+                await self._sleep(wait)
+                self._ledger.stats.idle_s += wait
                 continue
             for prompt in prompts:
                 yield prompt
@@ -518,12 +567,15 @@ class AsyncPromptStream:
 
     async def _report(self, batches: list[_Batch]) -> None:
         for batch in batches:
+            started = time.perf_counter()
             try:
                 recorded = await self.client.report(self._ledger.run_id, batch.lease_id, batch.attempts,
                                                     idempotency_key=batch.idempotency_key)
             except ApiError as exc:
                 self._ledger.failed(batch, exc)  # raises unless the lease is gone (409)
                 continue
-            self._ledger.sent(batch)
+            finally:
+                self._ledger.stats.report_s += time.perf_counter() - started
+            self._ledger.sent(batch, recorded)
             if self.on_report is not None:
                 self.on_report(recorded)
