@@ -29,7 +29,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from genenv.clients.base import ApiError
@@ -169,9 +169,10 @@ async def play(
     lease_s: int = DEFAULT_LEASE_S,
     wait_start_s: float = 600.0,
     out: Callable[[str], None] = print,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> tuple[RunStatus, list[EpochTally]]:
     """Lease, answer and report until the run stops; one line per epoch through ``out``. Returns the run's final
-    status and the epochs' tallies."""
+    status and the epochs' tallies. ``sleep`` waits while nothing is leasable (a test's hook)."""
     status = await _wait_running(client, run_id, wait_start_s, out)
     if status != RunStatus.RUNNING:
         out(f"run {run_id} is {status}: nothing to play")
@@ -187,7 +188,7 @@ async def play(
         if recorded.epoch in by_epoch:
             by_epoch[recorded.epoch].add_report(recorded)
 
-    stream = client.prompts(run_id, limit=limit, lease_s=lease_s, on_report=on_report)
+    stream = client.prompts(run_id, limit=limit, lease_s=lease_s, on_report=on_report, sleep=sleep)
     snapshot = dataclasses.replace(stream.stats)
 
     async def close(tally: EpochTally) -> None:

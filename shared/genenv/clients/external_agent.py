@@ -10,7 +10,8 @@ Sync (:class:`ExternalAgentClient`, for a training loop that is not async) and a
   but whose answer was lost is answered from the first recording, never recorded twice;
 - ``prompts(run_id)`` → a :class:`PromptStream`: iterate it for one prompt per leased attempt, ``answer`` each;
   a lease is reported as soon as all its prompts are answered. It waits ``retry_after_s`` while nothing is
-  leasable and ends when the run is no longer running (the lease's 409).
+  leasable and ends when the run is no longer running (the lease's 409 ``run_not_running``); a report refused
+  because its lease expired or its epoch closed is dropped (its tasks went back to the pool) and counted.
 
 Errors are the one envelope as :class:`~genenv.clients.base.ApiError`. Unavailability is retried with backoff:
 a connection that never opened, a 503 (the service or a dependency is down) or a 429 (a tenant limit), honouring
@@ -53,6 +54,12 @@ IDLE_WAIT_S = 5.0
 """Wait before leasing again when an empty lease names no ``retry_after_s``."""
 MAX_IDLE_WAIT_S = 60.0
 """Cap on one wait, so a client notices a stopped run within a minute whatever the service suggested."""
+
+RUN_NOT_RUNNING = "run_not_running"
+"""The 409's code when the run is not running (paused, finished, failed, cancelled): a stream ends on it."""
+GONE = frozenset({"lease_expired", "epoch_closed", RUN_NOT_RUNNING})
+"""Codes of a report's 409 that mean its attempts can no longer be taken (the lease expired, its epoch is closed,
+or the run stopped): the stream drops them (their tasks went back to the pool) instead of failing."""
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
 # The service (or a dependency behind it) said "not now" before doing anything: repeating is safe for any call.
@@ -301,7 +308,7 @@ class StreamStats:
     reported: int = 0
     """Attempts the service recorded."""
     refused: int = 0
-    """Attempts dropped because their lease had expired or their epoch had closed (409)."""
+    """Attempts dropped because their lease had expired, their epoch had closed or the run had stopped (409)."""
     lease_s: float = 0.0
     report_s: float = 0.0
     idle_s: float = 0.0
@@ -380,16 +387,16 @@ class _Ledger:
         self.stats.reported += recorded.recorded
 
     def failed(self, batch: _Batch, exc: ApiError) -> None:
-        """A report failed. 409: the lease expired or its epoch closed (its tasks went back to the pool), so the
-        batch is dropped and noted in ``expired``. Another 4xx would fail the same way again: dropped and raised.
-        Unreachable or 5xx: kept, with its key, for the next flush, and raised."""
-        if exc.status_code == 409:
+        """A report failed. A 409 of GONE (lease expired, epoch closed, run stopped): the batch is dropped and noted
+        in ``expired``. Unreachable, 5xx or 429 (retries ran out): kept, with its key, for the next flush, and
+        raised. Any other 4xx would fail the same way again: dropped and raised."""
+        if exc.status_code == 409 and exc.code in GONE:
             self.expired.append(exc)
             self.stats.refused += len(batch.attempts)
             self.unsent.remove(batch)
             self.open.pop(batch.lease_id, None)
             return
-        if exc.status_code is not None and exc.status_code < 500:
+        if exc.status_code is not None and exc.status_code < 500 and exc.status_code not in _UNAVAILABLE:
             self.unsent.remove(batch)
         raise exc
 
@@ -436,7 +443,7 @@ class PromptStream:
 
     @property
     def expired(self) -> list[ApiError]:
-        """Reports refused with 409 (expired lease, closed epoch): those attempts were not recorded."""
+        """Reports refused with a 409 of GONE (expired lease, closed epoch, stopped run): not recorded."""
         return self._ledger.expired
 
     @property
@@ -450,8 +457,8 @@ class PromptStream:
             try:
                 lease = self.client.lease(self._ledger.run_id, self.limit, self.lease_s)
             except ApiError as exc:
-                if exc.status_code != 409:
-                    raise
+                if exc.status_code != 409 or exc.code != RUN_NOT_RUNNING:
+                    raise  # not_external_agent, 404, 422: the caller's mistake, not the end of a run
                 self._ledger.stopped = exc
             finally:
                 self._ledger.stats.lease_s += time.perf_counter() - started
@@ -525,7 +532,7 @@ class AsyncPromptStream:
 
     @property
     def expired(self) -> list[ApiError]:
-        """Reports refused with 409 (expired lease, closed epoch): those attempts were not recorded."""
+        """Reports refused with a 409 of GONE (expired lease, closed epoch, stopped run): not recorded."""
         return self._ledger.expired
 
     @property
@@ -539,8 +546,8 @@ class AsyncPromptStream:
             try:
                 lease = await self.client.lease(self._ledger.run_id, self.limit, self.lease_s)
             except ApiError as exc:
-                if exc.status_code != 409:
-                    raise
+                if exc.status_code != 409 or exc.code != RUN_NOT_RUNNING:
+                    raise  # not_external_agent, 404, 422: the caller's mistake, not the end of a run
                 self._ledger.stopped = exc
             finally:
                 self._ledger.stats.lease_s += time.perf_counter() - started

@@ -1,4 +1,5 @@
-"""A tiny stand-in for the control plane's outside-agent endpoints, for the client's transport tests only.
+"""A tiny stand-in for the control plane's outside-agent endpoints, for the client's transport tests only; and
+two transport helpers the client's tests share with its integration tests (a lost answer, an app on a socket).
 
 It speaks the contracts of genenv.contracts.leases with the real error envelope (genenv.http.make_app), honours
 Idempotency-Key, scores replies with the arithmetic domain's checker, and serves ``epochs`` epochs of the same
@@ -8,16 +9,23 @@ control plane: leasing, expiry and epoch closing here are the simplest that exer
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import httpx
+import uvicorn
 from fastapi import APIRouter, FastAPI, Header
 from fastapi.responses import JSONResponse
 
 from genenv.clients.external_agent import IDEMPOTENCY_HEADER
 from genenv.contracts.epochs import Epoch, EpochPhase, EpochSummary
-from genenv.contracts.errors import ConflictError, NotFoundError, UnavailableError, UnprocessableError
+from genenv.contracts.errors import ConflictError, NotFoundError, UnavailableError
 from genenv.contracts.leases import (
     AttemptOrigin,
     AttemptsRecorded,
@@ -35,6 +43,8 @@ from genenv.settings import GenEnvSettings
 
 TOKEN = "tok"
 RUN = "run-1"
+OURS = "run-ours"
+"""A run whose agent is ours: its leases are a 409 not_external_agent."""
 EXPRESSIONS = ["3 + 4", "12 - 7", "6 * 7", "20 + 5 - 3", "9 * 9 + 1", "45 + 17", "100 - 1"]
 ATTEMPTS = 2
 EMPTY_RETRY_S = 0.25
@@ -115,8 +125,10 @@ def app(fake: Fake) -> FastAPI:
         if fake.unavailable:
             fake.unavailable -= 1
             return _unavailable()
+        if run_id == OURS:
+            raise ConflictError(f"run {run_id} is a genenv run", param="run_id", code="not_external_agent")
         if run_id != RUN:
-            raise NotFoundError(f"no run {run_id}", param="run_id")
+            raise NotFoundError(f"no run {run_id}", param="run_id", code="run_not_found")
         if fake.finished:
             raise ConflictError("run is completed, not running", code="run_not_running")
         if fake.empty_leases:
@@ -148,14 +160,15 @@ def app(fake: Fake) -> FastAPI:
             return fake.answers[key]
         held = fake.leases.get(body.lease_id)
         if held is None:
-            raise NotFoundError(f"no lease {body.lease_id}", param="lease_id")
+            raise NotFoundError(f"no lease {body.lease_id}", param="lease_id", code="unknown_lease")
         if body.lease_id in fake.expired:
             raise ConflictError("lease expired", param="lease_id", code="lease_expired")
         wanted: dict[int, int] = {}
         for i, attempt in enumerate(body.attempts):
             wanted[attempt.task_id] = wanted.get(attempt.task_id, 0) + 1
             if held.get(attempt.task_id, 0) < wanted[attempt.task_id]:
-                raise UnprocessableError("more attempts than leased", param=f"attempts[{i}].task_id")
+                raise ConflictError("more attempts than leased", param=f"attempts.{i}.task_id",
+                                    code="too_many_attempts")
         verdicts = []
         epoch = fake.epoch
         for attempt in body.attempts:
@@ -175,3 +188,54 @@ def app(fake: Fake) -> FastAPI:
         return answer
 
     return make_app("stand-in", GenEnvSettings(auth={"tokens": [TOKEN]}), routers=[router])
+
+
+class LoseFirstAnswer(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Lets the first ``attempts`` report reach the app, then drops its answer (a read timeout): the report was
+    recorded but the client cannot know."""
+
+    def __init__(self, inner: httpx.BaseTransport | httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.lost = 0
+
+    def _lose(self, request: httpx.Request) -> bool:
+        if request.url.path.endswith("/attempts") and self.lost == 0:
+            self.lost += 1
+            return True
+        return False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(self.inner, httpx.BaseTransport)
+        response = self.inner.handle_request(request)
+        if self._lose(request):
+            response.read()
+            raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(self.inner, httpx.AsyncBaseTransport)
+        response = await self.inner.handle_async_request(request)
+        if self._lose(request):
+            await response.aread()
+            raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+
+@contextmanager
+def served(asgi: FastAPI) -> Iterator[str]:
+    """The app on a real loopback socket (uvicorn in a thread), for the sync client."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "stand-in app did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

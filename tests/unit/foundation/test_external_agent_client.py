@@ -7,16 +7,9 @@ in tests/integration (issue 33)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from genenv.clients.base import ApiError, ServiceUnreachableError
 from genenv.clients.external_agent import (
@@ -28,62 +21,22 @@ from genenv.clients.external_agent import (
 from genenv.contracts.leases import AttemptIn, AttemptsRecorded
 from genenv.domains.arithmetic.domain import DOMAIN, make_payload
 from genenv.domains.arithmetic.scripted_agent import ScriptedAgent
-from tests.unit.foundation.external_standin import ATTEMPTS, EMPTY_RETRY_S, EXPRESSIONS, RUN, TOKEN, Fake, app
+from tests.unit.foundation.external_standin import (
+    ATTEMPTS,
+    EMPTY_RETRY_S,
+    EXPRESSIONS,
+    OURS,
+    RUN,
+    TOKEN,
+    Fake,
+    LoseFirstAnswer,
+    app,
+    served,
+)
 
 FAST = RetryPolicy(retries=3, backoff_s=0.0)
 EVERY_TASK_ONCE = {i + 1: ATTEMPTS for i in range(len(EXPRESSIONS))}
 """Each task of the stand-in's one epoch with exactly its ATTEMPTS attempts recorded."""
-
-
-class LoseFirstAnswer(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """Lets the first ``attempts`` report reach the app, then drops its answer (a read timeout): the report was
-    recorded but the client cannot know."""
-
-    def __init__(self, inner: httpx.BaseTransport | httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-        self.lost = 0
-
-    def _lose(self, request: httpx.Request) -> bool:
-        if request.url.path.endswith("/attempts") and self.lost == 0:
-            self.lost += 1
-            return True
-        return False
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(self.inner, httpx.BaseTransport)
-        response = self.inner.handle_request(request)
-        if self._lose(request):
-            response.read()
-            raise httpx.ReadTimeout("answer lost", request=request)
-        return response
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(self.inner, httpx.AsyncBaseTransport)
-        response = await self.inner.handle_async_request(request)
-        if self._lose(request):
-            await response.aread()
-            raise httpx.ReadTimeout("answer lost", request=request)
-        return response
-
-
-@contextmanager
-def served(asgi: FastAPI) -> Iterator[str]:
-    """The app on a real loopback socket (uvicorn in a thread), for the sync client."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "stand-in app did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def _play_sync(client: ExternalAgentClient, *, limit: int = 3) -> tuple[list[AttemptsRecorded], list[float]]:
@@ -260,8 +213,18 @@ async def test_other_client_errors_are_raised_and_not_retried() -> None:
         too_many = [AttemptIn(task_id=lease.items[0].task_id, reply="1")] * (ATTEMPTS + 1)
         with pytest.raises(ApiError) as info:
             await client.report(RUN, lease.lease_id, too_many)
-        assert info.value.status_code == 422 and info.value.param == f"attempts[{ATTEMPTS}].task_id"
+        assert (info.value.code, info.value.param) == ("too_many_attempts", f"attempts.{ATTEMPTS}.task_id")
     assert len([r for r in fake.requests if r[0] == "attempts"]) == 1
+
+
+async def test_a_stream_on_a_run_whose_agent_is_ours_raises_instead_of_ending() -> None:
+    async with AsyncExternalAgentClient("http://cp", token=TOKEN, retry=FAST,
+                                        transport=httpx.ASGITransport(app=app(Fake()))) as client:
+        stream = client.prompts(OURS)
+        with pytest.raises(ApiError) as info:
+            async for _ in stream:
+                pass
+    assert info.value.code == "not_external_agent" and stream.stopped is None
 
 
 def test_prompts_carry_the_domain_prompt_and_one_per_leased_attempt() -> None:
