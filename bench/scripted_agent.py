@@ -13,7 +13,8 @@ against which the simulator's progress is read (issue 33, item 5). Each epoch pr
   simulator wrote sits on the agent's frontier);
 - service p̂ / in-band: the epoch summary the run stored (null until the epoch is scored);
 - lease+report: the client's wall time in the protocol's calls (a report's time includes the service's scoring);
-  idle: time waited while nothing was leasable (the epoch generating, scoring or training).
+  idle: time the client waited with nothing leasable since the previous line (the service generating, scoring
+  and training around this epoch: not the protocol's overhead).
 
     python bench/scripted_agent.py --run-id RUN --preset weak [--url URL] [--token TOKEN]
 
@@ -209,7 +210,7 @@ async def play(
     if tallies:
         await close(tallies[-1])
     final = (await client.get_run(run_id)).status
-    out(f"run {run_id} is {final}" + (f": {stream.stopped.message}" if stream.stopped else ""))
+    out(f"run {run_id} is {final}")
     return final, tallies
 
 
