@@ -14,7 +14,7 @@ from genenv.clients.external_agent import AsyncExternalAgentClient, RetryPolicy
 from genenv.contracts.runs import RunStatus
 from genenv.domains.arithmetic.scripted_agent import ScriptedAgent
 from tests.unit.bench import scripts
-from tests.unit.foundation.external_standin import ATTEMPTS, EXPRESSIONS, RUN, TOKEN, Fake, app
+from tests.unit.foundation.external_standin import ATTEMPTS, EXPRESSIONS, RUN, TOKEN, Fake, app, served
 
 SCRIPT = scripts.BENCH / "scripted_agent.py"
 
@@ -69,3 +69,15 @@ def test_epoch_line_without_a_stored_summary() -> None:
     line = driver.epoch_line(tally, None)
     assert line.startswith("epoch 4: 2 attempts on 2 tasks · success n/a")
     assert "true p̄ 0.70, true in-band 0.50" in line and "service summary not stored yet" in line
+
+
+def test_main_plays_over_a_socket_and_exits_0_when_the_run_completed(capsys: pytest.CaptureFixture[str]) -> None:
+    driver = scripts.load("scripted_agent")
+    fake = Fake(epochs=2)
+    with served(app(fake)) as url:
+        assert driver.main(["--run-id", RUN, "--url", url, "--token", TOKEN, "--preset", "strong", "--limit", "5"]) == 0
+        assert driver.main(["--run-id", "nope", "--url", url, "--token", TOKEN]) == 2  # 404: the envelope's message
+    out, err = capsys.readouterr()
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("epoch ")] == ["epoch 0", "epoch 1"]
+    assert out.splitlines()[-1] == f"run {RUN} is completed"
+    assert err.strip() == "error [run_id]: no run nope"
