@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fnd_helpers import Api
+from fnd_helpers import AUTH, Api, RecordingEnqueuer, app_settings, free_port
 from sqlalchemy import func, select, update
 
 from genenv.contracts.runs import RunStatus
@@ -18,6 +18,7 @@ from genenv.db.models import EpochRow, LeaseRow, RolloutRow, TaskRow, VerdictRow
 from genenv.db.repositories import runs
 from genenv.domains import get_domain
 from genenv.settings import GenEnvSettings
+from genenv_control_plane.app import create_app
 
 G = 3  # rollouts_per_task
 EXPRESSIONS = ["3 + 4", "2 * 5", "9 - 1"]
@@ -260,3 +261,23 @@ async def test_concurrent_leases_and_retries_never_share_or_double_an_attempt(ap
     assert all(r.status_code == 200 for r in twins), [r.text for r in twins]
     assert all(r.json() == twins[0].json() for r in twins) and twins[0].json()["recorded"] == G
     assert _count(db_url, RolloutRow, RolloutRow.task_id == task_id) == G
+
+
+async def test_a_verifier_that_does_not_answer_records_nothing_and_the_retry_records_once(
+    api: Api, db_url: str
+) -> None:
+    """The control plane scores replies through the verifier service: when it is away the report is a 503 and
+    nothing is stored, so the client's retry with the same Idempotency-Key records the attempts exactly once."""
+    run_id, ids = await _external_run(api, db_url)
+    lease = (await api.client.post(f"/v1/runs/{run_id}/leases", json={"limit": 1})).json()
+    report = {"lease_id": lease["lease_id"], "attempts": [{"task_id": ids[0], "reply": "7"}]}
+    key = {"Idempotency-Key": "after-outage"}
+    away = create_app(app_settings(db_url, services={"verifier": f"http://127.0.0.1:{free_port()}"}),
+                      enqueuer=RecordingEnqueuer(db_url))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=away), base_url="http://cp", headers=AUTH) as c:
+        _error(await c.post(f"/v1/runs/{run_id}/attempts", json=report, headers=key), 503, "verifier_unavailable")
+    away.state.control_plane.close()
+    assert _count(db_url, RolloutRow, RolloutRow.task_id == ids[0]) == 0
+    retried = await api.client.post(f"/v1/runs/{run_id}/attempts", json=report, headers=key)
+    assert retried.status_code == 200 and retried.json()["recorded"] == 1
+    assert _count(db_url, RolloutRow, RolloutRow.task_id == ids[0]) == 1
