@@ -12,7 +12,7 @@ import enum
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from genenv.contracts.base import MAX_INT32, ReadModel, WriteModel
 from genenv.contracts.tasks import ChatMessage
@@ -122,6 +122,14 @@ class AttemptIn(WriteModel):
         description="The client's score instead of a reply (only with external.scoring: client).",
     )
 
+    @field_validator("reply")
+    @classmethod
+    def _no_nul(cls, v: str | None) -> str | None:
+        # Stored as text: Postgres refuses U+0000, so it is refused here (422) rather than failing the INSERT.
+        if v is not None and "\x00" in v:
+            raise ValueError("a reply must not contain NUL (\\u0000) characters")
+        return v
+
     @model_validator(mode="after")
     def _one_of(self) -> Self:
         if (self.reply is None) == (self.score is None):
@@ -132,7 +140,8 @@ class AttemptIn(WriteModel):
 class AttemptsReport(WriteModel):
     """Body of POST /v1/runs/{id}/attempts."""
 
-    lease_id: str = Field(min_length=1, max_length=64, description="The lease the attempts are made under.")
+    lease_id: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00]+$",
+                          description="The lease the attempts are made under.")
     attempts: list[AttemptIn] = Field(
         min_length=1, max_length=MAX_REPORT_ATTEMPTS,
         description="Attempts, in any order; a task may appear as many times as the lease has attempts open for it.",

@@ -3,12 +3,13 @@ real in-process verifier scoring the replies, on SQLite and Postgres."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
-from fnd_helpers import Api
+from fnd_helpers import AUTH, Api, RecordingEnqueuer, app_settings, free_port
 from sqlalchemy import func, select, update
 
 from genenv.contracts.runs import RunStatus
@@ -17,6 +18,7 @@ from genenv.db.models import EpochRow, LeaseRow, RolloutRow, TaskRow, VerdictRow
 from genenv.db.repositories import runs
 from genenv.domains import get_domain
 from genenv.settings import GenEnvSettings
+from genenv_control_plane.app import create_app
 
 G = 3  # rollouts_per_task
 EXPRESSIONS = ["3 + 4", "2 * 5", "9 - 1"]
@@ -174,6 +176,7 @@ async def test_every_error_of_the_protocol(api: Api, db_url: str) -> None:
     _error(await attempts({"task_id": ids[0]}), 422, "validation_error", "attempts.0")
     _error(await attempts({"task_id": ids[0], "reply": "7", "score": 1.0}), 422, "validation_error", "attempts.0")
     _error(await attempts({"task_id": ids[0], "score": 1.5}), 422, "validation_error", "attempts.0.score")
+    _error(await attempts({"task_id": ids[0], "reply": "7\u0000"}), 422, "validation_error", "attempts.0.reply")
     _error(await post(f"/v1/runs/{run_id}/attempts", json={"lease_id": lid, "attempts": []}), 422, "validation_error",
            "attempts")
     assert _count(db_url, RolloutRow, RolloutRow.task_id.in_(ids)) == 0  # nothing of the refused reports was recorded
@@ -240,3 +243,41 @@ async def test_agent_side_settings_are_refused_at_create(api: Api, config: dict[
     assert needle in err["message"] and "cannot apply" in err["message"]
     resp = await api.client.post("/v1/runs", json={"config": {"mode": "genenv", "external": {"scoring": "client"}}})
     assert "config.external.scoring" in _error(resp, 422, "validation_error", "config")["message"]
+
+
+async def test_concurrent_leases_and_retries_never_share_or_double_an_attempt(api: Api, db_url: str) -> None:
+    """Requests in flight at once (each route runs its transaction in its own thread): leases never hold the same
+    open attempt twice, and twin reports with one Idempotency-Key record once and get the same answer."""
+    run_id, ids = await _external_run(api, db_url)
+    leased = await asyncio.gather(*[api.client.post(f"/v1/runs/{run_id}/leases", json={"limit": 1})
+                                    for _ in range(6)])
+    assert all(r.status_code == 200 for r in leased), [r.text for r in leased]
+    held = [(r.json()["lease_id"], i["task_id"], i["attempts"]) for r in leased for i in r.json()["items"]]
+    assert sorted(t for _, t, _ in held) == ids and all(n == G for *_, n in held)  # each task once, in full
+    lease_id, task_id, _ = held[0]
+    report = {"lease_id": lease_id, "attempts": [{"task_id": task_id, "reply": "7"}] * G}
+    twins = await asyncio.gather(*[api.client.post(f"/v1/runs/{run_id}/attempts", json=report,
+                                                   headers={"Idempotency-Key": "twin"}) for _ in range(4)])
+    assert all(r.status_code == 200 for r in twins), [r.text for r in twins]
+    assert all(r.json() == twins[0].json() for r in twins) and twins[0].json()["recorded"] == G
+    assert _count(db_url, RolloutRow, RolloutRow.task_id == task_id) == G
+
+
+async def test_a_verifier_that_does_not_answer_records_nothing_and_the_retry_records_once(
+    api: Api, db_url: str
+) -> None:
+    """The control plane scores replies through the verifier service: when it is away the report is a 503 and
+    nothing is stored, so the client's retry with the same Idempotency-Key records the attempts exactly once."""
+    run_id, ids = await _external_run(api, db_url)
+    lease = (await api.client.post(f"/v1/runs/{run_id}/leases", json={"limit": 1})).json()
+    report = {"lease_id": lease["lease_id"], "attempts": [{"task_id": ids[0], "reply": "7"}]}
+    key = {"Idempotency-Key": "after-outage"}
+    away = create_app(app_settings(db_url, services={"verifier": f"http://127.0.0.1:{free_port()}"}),
+                      enqueuer=RecordingEnqueuer(db_url))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=away), base_url="http://cp", headers=AUTH) as c:
+        _error(await c.post(f"/v1/runs/{run_id}/attempts", json=report, headers=key), 503, "verifier_unavailable")
+    away.state.control_plane.close()
+    assert _count(db_url, RolloutRow, RolloutRow.task_id == ids[0]) == 0
+    retried = await api.client.post(f"/v1/runs/{run_id}/attempts", json=report, headers=key)
+    assert retried.status_code == 200 and retried.json()["recorded"] == 1
+    assert _count(db_url, RolloutRow, RolloutRow.task_id == ids[0]) == 1
