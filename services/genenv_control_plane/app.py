@@ -11,7 +11,7 @@ from genenv.http import ReadyCheck, make_app
 from genenv.settings import GenEnvSettings, get_settings
 from genenv_control_plane.deps import ControlPlane
 from genenv_control_plane.enqueue import Enqueuer
-from genenv_control_plane.routes import dashboard, domains, experiments, inspection, modes, runs
+from genenv_control_plane.routes import dashboard, domains, experiments, inspection, leases, modes, runs
 
 TITLE = "GenEnv control plane"
 
@@ -32,7 +32,7 @@ def create_app(settings: GenEnvSettings | None = None, *, enqueuer: Enqueuer | N
     app = make_app(
         TITLE,
         settings,
-        routers=[runs.router, experiments.router, inspection.router, domains.router, modes.router,
+        routers=[runs.router, leases.router, experiments.router, inspection.router, domains.router, modes.router,
                  dashboard.router],
         lifespan=lifespan,
         ready_checks=checks,

@@ -24,8 +24,8 @@ async def drive(
         outcome = await advance(ctx, run_id, on_phase)
         if outcome in _AT_REST or outcome == "missing":
             return outcome
-        if outcome == "busy":  # another advancer holds the run: let it work
-            await asyncio.sleep(ctx.poll_interval_s)
+        if outcome in ("busy", "waiting"):  # another advancer holds the run, or the run waits for an outside
+            await asyncio.sleep(ctx.poll_interval_s)  # agent's attempts: look again after the poll interval
     return "stopped"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from genenv.contracts.scores import ScoreRequest
 from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskStatus
 from genenv.db.engine import session_scope
 from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, VerdictRow
-from genenv.db.repositories import adapters, rollouts, train_jobs
+from genenv.db.repositories import adapters, leases, rollouts, train_jobs
 from genenv.lifecycle import JOB_FINISHED
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
@@ -104,7 +105,10 @@ async def generate(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseR
 
 
 async def rollout(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
-    """G attempts per valid task by the rollout worker; distributed: dispatch, watch progress, re-dispatch on stall."""
+    """G attempts per valid task by the rollout worker; distributed: dispatch, watch progress, re-dispatch on stall.
+    An outside agent's run (external_agent) dispatches nothing and waits for its attempts instead."""
+    if run.config.policy.external_agent:
+        return _external_attempts(ctx, run, epoch)
     g = run.config.rollouts_per_task
     with session_scope(ctx.session_factory) as s:
         expected = q.count_valid_tasks(s, run.id, epoch) * g
@@ -127,6 +131,28 @@ async def rollout(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseRe
         return PhaseResult.DONE
     return await _watch_job(ctx, run.id, epoch, JobKind.ROLLOUT, progress=have,
                             dispatch=lambda: ctx.dispatcher.rollout(run.id, epoch))
+
+
+def _external_attempts(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResult:
+    """An outside agent's epoch closes when every valid task has rollouts_per_task attempts, or, from
+    external.epoch_deadline_s after its tasks became leasable, as soon as at least external.min_attempted_share of
+    them have any (the issue's "at the deadline when at least the share have attempts": before the share is reached
+    the epoch keeps waiting, since scoring a few tasks would train the simulator on noise; a client that never
+    comes back leaves the run waiting, to be cancelled or paused by its owner). Tasks with fewer attempts are scored
+    on what they have; unattempted ones have no verdict, so scoring leaves them out, and the epoch summary counts
+    them (tasks_unattempted)."""
+    cfg = run.config
+    with session_scope(ctx.session_factory) as s:
+        progress = leases.epoch_attempts(s, run.id, epoch, cfg.rollouts_per_task)
+        row = q.get_or_create_epoch(s, run.id, epoch)
+        started = (row.summary or {}).get("_phase_started", {}).get(EpochPhase.ROLLOUT.value)
+    if progress.complete_tasks >= progress.valid_tasks:  # every task attempted in full (or no valid task at all)
+        return PhaseResult.DONE
+    waited = 0.0 if started is None else time.time() - float(started)
+    share = progress.attempted_tasks / progress.valid_tasks
+    if waited >= cfg.external.epoch_deadline_s and share >= cfg.external.min_attempted_share:
+        return PhaseResult.DONE
+    return PhaseResult.WAITING
 
 
 async def _watch_job(
@@ -200,7 +226,9 @@ async def score(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
 
 def _train_kinds(cfg: RunConfig) -> list[JobKind]:
     # A frozen agent (agent.train = false) gets no job at all, so it never gets an adapter: rollouts stay the base's.
-    return [*([JobKind.TRAIN_AGENT] if cfg.agent.train else []),
+    # An outside agent is trained by its owner, never here.
+    trains_agent = cfg.agent.train and not cfg.policy.external_agent
+    return [*([JobKind.TRAIN_AGENT] if trains_agent else []),
             *([JobKind.TRAIN_SIMULATOR] if cfg.trains_simulator else [])]
 
 

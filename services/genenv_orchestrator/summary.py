@@ -42,7 +42,8 @@ def compute_summary(session: Session, run_id: str, epoch: int, phase_seconds: di
 
 
 def _tasks(session: Session, in_epoch: ColumnElement[bool]) -> dict[str, Any]:
-    """Valid and rejected tasks of the epoch, and the rejections by reason (most frequent first)."""
+    """Valid and rejected tasks of the epoch, the rejections by reason (most frequent first), and the valid tasks
+    without any attempt."""
     valid_flag = func.cast(TaskRow.status == TaskStatus.VALID.value, Integer)
     tasks_valid, tasks_total = session.execute(
         select(func.coalesce(func.sum(valid_flag), 0), func.count(TaskRow.id)).where(in_epoch)
@@ -58,8 +59,13 @@ def _tasks(session: Session, in_epoch: ColumnElement[bool]) -> dict[str, Any]:
             .order_by(func.count(TaskRow.id).desc(), TaskRow.rejection_reason)
         )
     }
+    # Valid tasks nobody attempted: only an outside agent's epoch closed at its deadline leaves any.
+    unattempted = session.scalar(
+        select(func.count(TaskRow.id)).where(in_epoch, TaskRow.status == TaskStatus.VALID.value,
+                                             ~select(RolloutRow.id).where(RolloutRow.task_id == TaskRow.id).exists())
+    )
     return {"tasks_valid": int(tasks_valid), "tasks_rejected": int(tasks_total) - int(tasks_valid),
-            "rejections": rejections}
+            "rejections": rejections, "tasks_unattempted": int(unattempted or 0)}
 
 
 def _outcomes(session: Session, in_epoch: ColumnElement[bool]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 import genenv.contracts.adapters
 import genenv.contracts.experiments
+import genenv.contracts.leases
 import genenv.contracts.rollouts
 import genenv.contracts.runs
 import genenv.contracts.scores
@@ -36,6 +37,7 @@ import genenv.contracts.tasks
 from genenv.contracts.adapters import Adapter
 from genenv.contracts.epochs import Epoch
 from genenv.contracts.errors import ErrorEnvelope
+from genenv.contracts.leases import AttemptsRecorded, Lease
 from genenv.contracts.pagination import Page
 from genenv.contracts.rollouts import VerifyResponse
 from genenv.contracts.runs import Run, RunConfig, WaitingOn
@@ -60,6 +62,7 @@ def _request_models() -> dict[str, type[BaseModel]]:
     for module in (
         genenv.contracts.adapters,
         genenv.contracts.experiments,
+        genenv.contracts.leases,
         genenv.contracts.runs,
         genenv.contracts.rollouts,
         genenv.contracts.scores,
@@ -255,6 +258,10 @@ def _model_for(example: dict[str, Any]) -> Any:
         return Run
     if "error" in example:
         return ErrorEnvelope
+    if "lease_id" in example:
+        return Lease
+    if "recorded" in example:
+        return AttemptsRecorded
     if "verdicts" in example:
         return VerifyResponse
     if "scores" in example:

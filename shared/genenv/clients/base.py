@@ -138,27 +138,39 @@ class ServiceClient:
         return self._parse(response, response_model)
 
     def _unreachable(self, exc: httpx.TransportError, request_id: str) -> ServiceUnreachableError:
-        kind = "timeout_error" if isinstance(exc, httpx.TimeoutException) else "connection_error"
-        message = f"{self.service} at {self._http.base_url} did not answer: {type(exc).__name__} {exc}".strip()
-        return ServiceUnreachableError(None, ErrorBody(message=message, type=kind), request_id=request_id,
-                                       service=self.service, base_url=str(self._http.base_url))
+        return unreachable_error(exc, request_id, service=self.service, base_url=str(self._http.base_url))
 
     def _parse(self, response: httpx.Response, response_model: type[M]) -> M:
-        request_id = response.headers.get(REQUEST_ID_HEADER)
-        if response.is_success:
-            try:
-                return response_model.model_validate_json(response.content)
-            except ValidationError as exc:
-                error = ErrorBody(
-                    message=f"{self.service} sent a response that is not a {response_model.__name__}: {exc}",
-                    type="invalid_response_error",
-                )
-                raise ApiError(response.status_code, error, request_id=request_id, service=self.service,
-                               base_url=str(self._http.base_url)) from exc
+        return parse_response(response, response_model, service=self.service, base_url=str(self._http.base_url))
+
+
+def unreachable_error(
+    exc: httpx.TransportError, request_id: str, *, service: str, base_url: str
+) -> ServiceUnreachableError:
+    """The ApiError for a request that got no HTTP response (shared by the async and the sync clients)."""
+    kind = "timeout_error" if isinstance(exc, httpx.TimeoutException) else "connection_error"
+    message = f"{service} at {base_url} did not answer: {type(exc).__name__} {exc}".strip()
+    return ServiceUnreachableError(None, ErrorBody(message=message, type=kind), request_id=request_id,
+                                   service=service, base_url=base_url)
+
+
+def parse_response(response: httpx.Response, response_model: type[M], *, service: str, base_url: str) -> M:
+    """The answer parsed into ``response_model``, or ApiError from the error envelope (shared by the async and
+    the sync clients)."""
+    request_id = response.headers.get(REQUEST_ID_HEADER)
+    if response.is_success:
         try:
-            error = ErrorEnvelope.model_validate_json(response.content).error
-        except ValidationError:
-            # Not our envelope (a proxy, a non-GenEnv server): keep the start of the body for the operator.
-            error = ErrorBody(message=f"HTTP {response.status_code}: {response.text[:300]}", type="http_error")
-        raise ApiError(response.status_code, error, request_id=request_id, service=self.service,
-                       base_url=str(self._http.base_url))
+            return response_model.model_validate_json(response.content)
+        except ValidationError as exc:
+            error = ErrorBody(
+                message=f"{service} sent a response that is not a {response_model.__name__}: {exc}",
+                type="invalid_response_error",
+            )
+            raise ApiError(response.status_code, error, request_id=request_id, service=service,
+                           base_url=base_url) from exc
+    try:
+        error = ErrorEnvelope.model_validate_json(response.content).error
+    except ValidationError:
+        # Not our envelope (a proxy, a non-GenEnv server): keep the start of the body for the operator.
+        error = ErrorBody(message=f"HTTP {response.status_code}: {response.text[:300]}", type="http_error")
+    raise ApiError(response.status_code, error, request_id=request_id, service=service, base_url=base_url)

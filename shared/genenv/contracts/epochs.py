@@ -49,6 +49,10 @@ class EpochSummary(ReadModel):
     )
     tasks_solved: int = Field(default=0, description="Tasks every attempt of which succeeded.")
     tasks_unsolved: int = Field(default=0, description="Tasks no attempt of which succeeded.")
+    tasks_unattempted: int = Field(
+        default=0, description="Valid tasks without any attempt when the epoch closed (external_agent: closed at its "
+        "deadline); left out of p̂ and of scoring. 0 in the other modes."
+    )
     rollouts: int = 0
     rollout_errors: int = 0
     verifier_errors: int = 0

@@ -12,6 +12,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from genenv.contracts import modes as mode_table
 from genenv.contracts.base import ReadModel, WriteModel
 from genenv.contracts.modes import MODES, KnownMode, ModeName
 from genenv.contracts.runs import RunConfig, RunStatus
@@ -70,6 +71,11 @@ class ExperimentCreate(WriteModel):
     def _consistent(self) -> Self:
         if len(set(self.modes)) != len(self.modes):
             raise ValueError("modes must not repeat")
+        outside = [m for m in self.modes if mode_table.policy(m).external_agent]
+        if outside:
+            # Nobody would make its members' attempts: an outside agent's run is created and fed by its client.
+            raise ValueError(f"{', '.join(outside)} has an outside agent, which an experiment cannot drive; create "
+                             "such a run on its own (POST /v1/runs) and feed it from your client")
         if self.random_seeds is not None:
             if len(self.random_seeds) != self.replicates:
                 raise ValueError(

@@ -54,6 +54,9 @@ class AttemptSource(enum.StrEnum):
 
     ROLLOUT_WORKERS = "rollout_workers"
     """The rollout workers, with the agent's latest adapter."""
+    EXTERNAL = "external"
+    """An outside agent, trained by its owner elsewhere: it leases the epoch's tasks and reports its attempts over
+    the control plane (genenv.contracts.leases). We never train it, roll it out or evaluate it."""
 
 
 class ModePolicy(ReadModel):
@@ -68,7 +71,10 @@ class ModePolicy(ReadModel):
         "simulator is not trained)."
     )
     agent_trains_on: AgentData = Field(description="generated | seeds.")
-    attempts: AttemptSource = Field(description="Who makes the agent's attempts: rollout_workers.")
+    attempts: AttemptSource = Field(
+        description="Who makes the agent's attempts: rollout_workers | external (an outside agent over the leases "
+        "and attempts endpoints; we do not train it)."
+    )
     label: str = Field(min_length=1, max_length=80, description="The mode's name in reports and legends.")
     colour: str = Field(pattern=r"^#[0-9a-f]{6}$", description="The mode's colour in every figure and the dashboard.")
     summary: str = Field(description="One line: what the mode is for.")
@@ -83,6 +89,11 @@ class ModePolicy(ReadModel):
         return self.tasks is not TaskSource.SEEDS
 
     @property
+    def external_agent(self) -> bool:
+        """Whether the agent is outside: its attempts come over the control plane and we never train it."""
+        return self.attempts is AttemptSource.EXTERNAL
+
+    @property
     def trains_simulator(self) -> bool:
         """Whether the simulator is updated each epoch (a train_simulator job)."""
         return self.simulator_pool is not SimulatorPool.NONE
@@ -90,10 +101,10 @@ class ModePolicy(ReadModel):
 
 def _mode(
     name: str, tasks: TaskSource, pool: SimulatorPool, agent: AgentData, colour: str, summary: str,
-    baseline_rank: int | None = None,
+    baseline_rank: int | None = None, attempts: AttemptSource = AttemptSource.ROLLOUT_WORKERS,
 ) -> ModePolicy:
     return ModePolicy(name=name, tasks=tasks, simulator_pool=pool, agent_trains_on=agent,
-                      attempts=AttemptSource.ROLLOUT_WORKERS, label=name, colour=colour, summary=summary,
+                      attempts=attempts, label=name, colour=colour, summary=summary,
                       baseline_rank=baseline_rank)
 
 
@@ -111,6 +122,10 @@ MODES: dict[str, ModePolicy] = {
         _mode("generic_rwr", TaskSource.EACH_EPOCH, SimulatorPool.RANDOM_SIZE_MATCHED, AgentData.GENERATED, "#9467bd",
               "The control for any fine-tuning on its own samples: the simulator trained at genenv's dose on a random, "
               "size-matched selection of its own valid generations, weight 1.", baseline_rank=1),
+        _mode("external_agent", TaskSource.EACH_EPOCH, SimulatorPool.BAND_RWR, AgentData.GENERATED, "#d62728",
+              "Co-evolution with an outside agent: the simulator writes each epoch's tasks for a client that leases "
+              "them and reports its attempts, and is trained by RWR on the α band.",
+              attempts=AttemptSource.EXTERNAL),
     )
 }
 """The run modes, in report order (the order of every per-mode table, legend and figure)."""

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from genenv.contracts.base import ReadModel, WriteModel
+from genenv.contracts.leases import AttemptOrigin
 
 
 class VerdictErrorKind(enum.StrEnum):
@@ -70,6 +71,11 @@ class Rollout(ReadModel):
     token_logprobs: list[float] | None = None
     latency_s: float | None = None
     error: str | None = None
+    origin: AttemptOrigin = Field(
+        default=AttemptOrigin.WORKER,
+        description="Who made and scored it: worker (our rollout workers), client_reply (an outside agent's reply, "
+        "scored by the checker) or client_score (an outside agent's own score; response is null).",
+    )
     verdict: Verdict | None = Field(
         default=None, description="Its R_agent once the verify phase judged it; None before that."
     )

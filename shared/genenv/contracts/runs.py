@@ -5,13 +5,14 @@ from __future__ import annotations
 import enum
 import re
 from datetime import datetime
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 
 from genenv.contracts import modes
 from genenv.contracts.base import Identifier, ModelName, ReadModel, WriteModel
 from genenv.contracts.domains import DOMAIN_NAME_PATTERN
+from genenv.contracts.leases import ExternalConfig
 from genenv.contracts.modes import DEFAULT_MODE, MODES, ModeName, ModePolicy, TaskSource
 
 SplitName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -318,6 +319,10 @@ class RunConfig(WriteModel):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     agent: AgentTrainConfig = Field(default_factory=AgentTrainConfig)
     simulator: SimulatorTrainConfig = Field(default_factory=SimulatorTrainConfig)
+    external: ExternalConfig = Field(
+        default_factory=ExternalConfig,
+        description="The outside agent's protocol (mode external_agent only: leases, attempts, the epoch deadline).",
+    )
 
     @field_validator("domain")
     @classmethod
@@ -360,6 +365,7 @@ class RunConfig(WriteModel):
         if self.seed_sampling is SeedSampling.LEARNING_PROGRESS and mode.tasks is TaskSource.ONCE:
             raise ValueError(f"seed_sampling learning_progress needs p̂ of earlier epochs, and {mode.name} "
                              "draws every epoch's seeds at epoch 0; choose uniform or stratified")
+        _check_agent_side(self)
         if self.eval_every and not self.eval_benchmarks:
             raise ValueError("eval_every > 0 needs eval_benchmarks; list at least one benchmark or set eval_every=0")
         for name, split in self.eval_splits.items():
@@ -384,6 +390,41 @@ class RunConfig(WriteModel):
     def uses_simulator(self) -> bool:
         """Whether a simulator writes the tasks (agent_only trains on the seeds themselves)."""
         return self.policy.uses_simulator
+
+
+EXTERNAL_AGENT_IGNORES: tuple[str, ...] = (
+    "agent", "rollout_temperature", "max_response_tokens", "eval_every", "eval_benchmarks", "eval_limit",
+    "eval_splits", "curriculum.replay_ratio",
+)
+"""Settings of our agent, which a run with an outside agent cannot apply: setting one is refused at create, so a
+config never says what the run does not do (the agent samples, trains and is evaluated by its owner)."""
+
+
+def _changed(config: RunConfig, dotted: str) -> list[str]:
+    """The dotted names under ``dotted`` whose value differs from the field's default (a block: each of its fields)."""
+    *parents, name = dotted.split(".")
+    model: Any = config
+    for part in parents:
+        model = getattr(model, part)
+    value = getattr(model, name)
+    default = type(model).model_fields[name].get_default(call_default_factory=True)
+    if isinstance(value, BaseModel) and isinstance(default, BaseModel):
+        return [f"{dotted}.{f}" for f in type(value).model_fields if getattr(value, f) != getattr(default, f)]
+    return [dotted] if value != default else []
+
+
+def _check_agent_side(config: RunConfig) -> None:
+    """ValueError naming each setting that the run's mode cannot apply: our agent's in external_agent, the
+    external block elsewhere. Compared with the defaults, not with what was sent, so a stored config re-validates."""
+    if config.policy.external_agent:
+        changed = [name for field in EXTERNAL_AGENT_IGNORES for name in _changed(config, field)]
+        if changed:
+            raise ValueError(f"{config.mode} has an outside agent, which we neither sample, train nor evaluate: "
+                             f"{', '.join('config.' + c for c in changed)} cannot apply; leave "
+                             f"{'it' if len(changed) == 1 else 'them'} at the default")
+    elif changed := _changed(config, "external"):
+        raise ValueError(f"{', '.join('config.' + c for c in changed)} applies only to a mode with an outside agent "
+                         "(external_agent); leave it at the default")
 
 
 class RunCreate(WriteModel):

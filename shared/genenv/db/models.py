@@ -165,6 +165,8 @@ class RolloutRow(Base):
     latency_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     retries: Mapped[int] = mapped_column(Integer, default=0)
+    # Who made and scored it (genenv.contracts.leases.AttemptOrigin): worker, client_reply or client_score.
+    origin: Mapped[str] = mapped_column(String(16), default="worker", server_default="worker")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -317,4 +319,49 @@ class DataDomainRow(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     train_rows: Mapped[int] = mapped_column(Integer)
     eval_rows: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LeaseRow(Base):
+    """A lease of an external_agent run's tasks to an outside agent: attempts may be reported on it until it
+    expires; then its unreported attempts return to the pool (no writer needed: the pool counts only leases whose
+    expires_at is ahead; ``state`` is set to 'expired' when a report or a lease call finds it past)."""
+
+    __tablename__ = "lease"
+    __table_args__ = (Index("ix_lease_run_epoch_state", "run_id", "epoch", "state"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    epoch: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), doc="'open' or 'expired'")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class LeaseItemRow(Base):
+    """One task of a lease: how many attempts were leased and how many were reported."""
+
+    __tablename__ = "lease_item"
+    __table_args__ = (UniqueConstraint("lease_id", "task_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    lease_id: Mapped[str] = mapped_column(ForeignKey("lease.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"), index=True)
+    attempts: Mapped[int] = mapped_column(Integer)
+    reported: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IdempotentReplyRow(Base):
+    """The answer given to a request with an Idempotency-Key, so that the same request gets it again and records
+    nothing new (the attempts endpoint)."""
+
+    __tablename__ = "idempotent_reply"
+    __table_args__ = (UniqueConstraint("run_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(200))
+    request_sha256: Mapped[str] = mapped_column(String(64), doc="Of the request body: a key reused for another "
+                                                                "body is refused")
+    response: Mapped[dict[str, Any]] = mapped_column(JsonType)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -36,7 +36,10 @@ def test_every_summary_field_comes_from_its_rows(tmp_path: Path) -> None:
                          payload={}) for v in range(3)]
         tasks += [TaskRow(run_id=run_id, epoch=1, seed_id="s1", domain="arithmetic", variation=3, status="rejected",
                           rejection_reason="invalid_json"),
-                  TaskRow(run_id=run_id, epoch=0, seed_id="s1", domain="arithmetic", variation=0, status="valid")]
+                  TaskRow(run_id=run_id, epoch=0, seed_id="s1", domain="arithmetic", variation=0, status="valid"),
+                  # Valid and never attempted (an outside agent's epoch closed at its deadline): tasks_unattempted.
+                  TaskRow(run_id=run_id, epoch=1, seed_id="s0", domain="arithmetic", variation=4, status="valid",
+                          payload={})]
         s.add_all(tasks)
         s.flush()
         # task 0: 2 of 2 solved; task 1: 1 of 2 (variance, one malformed answer); task 2: 0 of 1 + a rollout error;
@@ -65,9 +68,10 @@ def test_every_summary_field_comes_from_its_rows(tmp_path: Path) -> None:
         summary = compute_summary(s, run_id, 1, {"close": 1.5})
     assert summary.model_dump(mode="json") == {
         "p_hat": 3 / 5, "in_band_share": 0.5, "mean_task_tokens": 15.0, "mean_response_tokens": 4.0,
-        "tasks_valid": 3, "tasks_rejected": 1, "rejections": {"invalid_json": 1}, "tasks_solved": 1,
-        "tasks_unsolved": 1, "rollouts": 6, "rollout_errors": 1, "verifier_errors": 0, "malformed_responses": 1,
-        "groups_with_variance_share": 1 / 3, "prompts_with_stats_share": 0.5, "generated_tasks_so_far": 5,
+        "tasks_valid": 4, "tasks_rejected": 1, "rejections": {"invalid_json": 1}, "tasks_solved": 1,
+        "tasks_unsolved": 1, "tasks_unattempted": 1, "rollouts": 6, "rollout_errors": 1, "verifier_errors": 0,
+        "malformed_responses": 1,
+        "groups_with_variance_share": 1 / 3, "prompts_with_stats_share": 0.5, "generated_tasks_so_far": 6,
         "rollouts_so_far": 7, "simulator_kl_capped": True, "agent_adapter_version": 2,
         "simulator_adapter_version": None, "benchmark_scores": {"arithmetic": 0.25}, "phase_seconds": {"close": 1.5},
         "train_metrics": {"train_simulator": {"early_stopped": True, "kl": 0.2}},
@@ -75,7 +79,8 @@ def test_every_summary_field_comes_from_its_rows(tmp_path: Path) -> None:
 
 
 _CHECKED = {"p_hat", "in_band_share", "mean_task_tokens", "mean_response_tokens", "tasks_valid", "tasks_rejected",
-            "rejections", "tasks_solved", "tasks_unsolved", "rollouts", "rollout_errors", "verifier_errors",
+            "rejections", "tasks_solved", "tasks_unsolved", "tasks_unattempted", "rollouts", "rollout_errors",
+            "verifier_errors",
             "malformed_responses", "groups_with_variance_share", "prompts_with_stats_share",
             "generated_tasks_so_far", "rollouts_so_far", "simulator_kl_capped", "agent_adapter_version",
             "simulator_adapter_version", "benchmark_scores", "phase_seconds", "train_metrics"}
