@@ -25,7 +25,7 @@ from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
 from genenv.observability.trackers import log_epoch_mlflow, log_epoch_wandb
-from genenv.outages import DATABASE, MODEL_SERVERS, Outage, classify
+from genenv.outages import BROKER, DATABASE, MODEL_SERVERS, Outage, classify
 from genenv.rejections import dominant_rejection
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
@@ -267,7 +267,16 @@ async def _schedule(ctx: OrchestratorContext, run_id: str, delay_s: float) -> No
                     updated_at=RunRow.updated_at)
             .execution_options(synchronize_session=False)
         )
-    await ctx.dispatcher.advance_later(run_id, delay_s, token)
+    try:
+        await ctx.dispatcher.advance_later(run_id, delay_s, token)
+    except Exception as exc:
+        outage = classify(exc, ctx.settings.services)
+        if outage is None or outage.dependency != BROKER:
+            raise
+        # Not a failure of the run: its due time is stored, so once the broker answers again the watchdog
+        # (orchestrator.watchdog_s) re-enqueues the overdue run and its chain goes on.
+        log.warning("run %s: its next advance could not be queued (the broker does not answer; the watchdog "
+                    "re-enqueues it once it does): %s", run_id, outage.error)
 
 
 def overdue_runs(factory: sessionmaker[Session], grace_s: float) -> list[str]:
