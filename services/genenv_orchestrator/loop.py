@@ -13,7 +13,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, text, update
+from sqlalchemy import Connection, and_, func, or_, select, text, update
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import Role
@@ -24,7 +25,7 @@ from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import experiments, runs
 from genenv.observability.tensorboard import write_epoch_scalars
 from genenv.observability.trackers import log_epoch_mlflow, log_epoch_wandb
-from genenv.outages import MODEL_SERVERS, Outage, classify
+from genenv.outages import BROKER, DATABASE, MODEL_SERVERS, Outage, classify
 from genenv.rejections import dominant_rejection
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
@@ -60,8 +61,7 @@ async def run_lock(factory: sessionmaker[Session], run_id: str) -> AsyncIterator
                 yield got
             finally:
                 if got:
-                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(run_id)})
-                    conn.commit()
+                    _unlock(conn, run_id)
         finally:
             conn.close()
         return
@@ -73,6 +73,21 @@ async def run_lock(factory: sessionmaker[Session], run_id: str) -> AsyncIterator
     finally:
         if got:
             lock.release()
+
+
+def _unlock(conn: Connection, run_id: str) -> None:
+    try:
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(run_id)})
+        conn.commit()
+    except (OperationalError, InterfaceError):
+        # The database went away while this advancer held the lock: the lock ended with its connection's session.
+        log.warning("run %s: the advance lock's connection was lost (the lock went with it)", run_id)
+
+
+def retry_backoff(poll_interval_s: float, tries: int) -> float:
+    """Seconds before try ``tries`` + 1: doubling from poll_interval_s, at most RETRY_BACKOFF_CAP_S (a restarting
+    service gets time to come back)."""
+    return min(RETRY_BACKOFF_CAP_S, poll_interval_s * 2.0 ** (tries - 1))
 
 
 def _now() -> datetime:
@@ -182,7 +197,10 @@ async def _after_error(
 ) -> str | None:
     """A phase raised: wait on a dependency that is away (never counted), or count a real failure (a 4xx, a bad
     payload, a bug) and fail the run after orchestrator.max_phase_failures. Returns the outcome that ends
-    ``advance``, or None to try the phase again now (the embedded driver, after its backoff)."""
+    ``advance``, or None to try the phase again now (the embedded driver, after its backoff).
+
+    A database that does not answer cannot record the wait (nor a failure): the error that says so propagates out
+    of ``advance``, and its caller waits (``driver.drive``, the Celery task's retry)."""
     outage = classify(exc, ctx.settings.services)
     if outage is not None:
         log.warning("phase %s of run %s epoch %d waits on %s: %s",
@@ -199,13 +217,14 @@ async def _after_error(
             await _chain_experiment(ctx, run_id)
             return RunStatus.FAILED.value
     notify(run_id, epoch, phase, "retry")
-    # Exponential backoff: a restarting service gets time to come back.
-    backoff = min(RETRY_BACKOFF_CAP_S, ctx.poll_interval_s * 2 ** (tries - 1))
+    backoff = retry_backoff(ctx.poll_interval_s, tries)
     if not ctx.dispatcher.inline:
         await _schedule(ctx, run_id, backoff)
         return "retry"
     await asyncio.sleep(backoff)
-    return None
+    # A database that went away may have taken the run's advance lock with its connection: leave, so the caller's
+    # next advance takes the lock again before it runs a phase.
+    return "retry" if outage is not None and outage.dependency == DATABASE else None
 
 
 def _finish_phase(ctx: OrchestratorContext, run_id: str, epoch: int, phase: EpochPhase) -> None:
@@ -248,7 +267,16 @@ async def _schedule(ctx: OrchestratorContext, run_id: str, delay_s: float) -> No
                     updated_at=RunRow.updated_at)
             .execution_options(synchronize_session=False)
         )
-    await ctx.dispatcher.advance_later(run_id, delay_s, token)
+    try:
+        await ctx.dispatcher.advance_later(run_id, delay_s, token)
+    except Exception as exc:
+        outage = classify(exc, ctx.settings.services)
+        if outage is None or outage.dependency != BROKER:
+            raise
+        # Not a failure of the run: its due time is stored, so once the broker answers again the watchdog
+        # (orchestrator.watchdog_s) re-enqueues the overdue run and its chain goes on.
+        log.warning("run %s: its next advance could not be queued (the broker does not answer; the watchdog "
+                    "re-enqueues it once it does): %s", run_id, outage.error)
 
 
 def overdue_runs(factory: sessionmaker[Session], grace_s: float) -> list[str]:

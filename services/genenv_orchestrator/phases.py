@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import enum
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from genenv.contracts.adapters import JobKind, JobStatus, Role
 from genenv.contracts.epochs import EpochPhase
@@ -19,9 +20,10 @@ from genenv.contracts.runs import RunConfig
 from genenv.contracts.scores import ScoreRequest
 from genenv.contracts.tasks import GenerateRequest, InlineSeed, SeedStats, TaskStatus
 from genenv.db.engine import session_scope
-from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, VerdictRow
+from genenv.db.models import AdapterRow, EvaluationRow, TaskRow, TrainJobRow, VerdictRow
 from genenv.db.repositories import adapters, leases, rollouts, train_jobs
 from genenv.lifecycle import JOB_FINISHED
+from genenv.outages import DependencyAwayError, Outage
 from genenv_orchestrator import queries as q
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.seeds import epoch_seeds
@@ -159,24 +161,49 @@ async def _watch_job(
     ctx: OrchestratorContext, run_id: str, epoch: int, kind: JobKind, *, progress: int,
     dispatch: Callable[[], Awaitable[None]],
 ) -> PhaseResult:
-    """Dispatch a job the first time, and again if it made no progress for stall_timeout_s (its worker died)."""
+    """Dispatch a job the first time, and again if it made no progress for stall_timeout_s (its worker died).
+
+    A job whose last delivery found a dependency away (the rollout worker reports it on the job) raises that
+    outage, so the run waits on it by name (never a failure), and is dispatched again on each try once no
+    delivery is at work (the tries' backoff paces it), until a delivery ends otherwise.
+    """
     now = _now()
     stall = timedelta(seconds=ctx.stall_timeout_s)
     send = False
     with session_scope(ctx.session_factory) as s:
         job = train_jobs.create_or_get_job(s, run_id, epoch, kind)
+        s.refresh(job, with_for_update=True)  # its metrics are read and written here and by the worker's report
         last = int(job.metrics.get("progress", -1))
         if progress != last:
             job.metrics = {**job.metrics, "progress": progress}
             job.heartbeat_at = now
         dispatched = _aware(job.dispatched_at)
         beat = _aware(job.heartbeat_at) or dispatched
-        if dispatched is None or (beat is not None and now - beat > stall and now - dispatched > stall):
+        away = train_jobs.away_of(job)
+        # The delivery that found the dependency away ended after the last dispatch: none is at work or on its way.
+        again = away is not None and job.claimed_by is None and (dispatched is None or dispatched <= away.at)
+        if dispatched is None or again or (beat is not None and now - beat > stall and now - dispatched > stall):
             train_jobs.dispatched(s, job, now)
             send = True
+        job_id = job.id
     if send:
-        await dispatch()
+        await _send(ctx, job_id, dispatch)
+    if away is not None:
+        raise DependencyAwayError(Outage(away.dependency, away.error))
     return PhaseResult.WAITING
+
+
+async def _send(ctx: OrchestratorContext, job_id: int, send: Callable[[], Awaitable[None]]) -> None:
+    """Send a job's message, recorded as dispatched just before. A message that did not go out (the broker is
+    away) is not dispatched: its mark is removed, so the phase's next try sends it at once instead of after
+    stall_timeout_s, and the error propagates (a broker outage: the run waits on it)."""
+    try:
+        await send()
+    except Exception:
+        with session_scope(ctx.session_factory) as s:
+            s.execute(update(TrainJobRow).where(TrainJobRow.id == job_id).values(dispatched_at=None)
+                      .execution_options(synchronize_session=False))
+        raise
 
 
 def _verdict_row(rollout_id: int, v: Verdict) -> VerdictRow:
@@ -271,7 +298,7 @@ async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
                 job.dispatched_at = now
             job_id = job.id
         if stale:
-            await ctx.dispatcher.train(job_id, kind.value)
+            await _send(ctx, job_id, functools.partial(ctx.dispatcher.train, job_id, kind.value))
     return PhaseResult.WAITING
 
 

@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from celery.signals import worker_process_init, worker_ready
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from genenv.db.engine import ProcessDatabase
+from genenv.outages import database_away
 from genenv.queue import QUEUE_CONTROL, TASK_ADVANCE_RUN, make_celery
 from genenv.settings import get_settings
 from genenv_orchestrator.loop import advance, overdue_runs, running_run_ids
@@ -44,7 +44,9 @@ def advance_run(self: Any, run_id: str, token: str | None = None) -> str:
     message whose chain token was superseded does nothing)."""
     try:
         outcome = asyncio.run(_advance(run_id, token))
-    except (OperationalError, InterfaceError) as exc:
+    except Exception as exc:
+        if not database_away(exc):
+            raise
         # The database went away mid-advance (a restart): neither the phase nor its failure could be recorded, and
         # no next advance was scheduled. Retrying this message keeps the run's chain alive (its token is unchanged)
         # instead of leaving the run to the watchdog.

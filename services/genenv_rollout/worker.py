@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -204,15 +205,23 @@ async def rollout_epoch(
             return train_jobs.beat_rollout(session, job_id, token)
 
     # Beat while working (a slow batch is not a dead worker), so the orchestrator's stall timeout can be short.
+    away: train_jobs.Away | None = None
     try:
         with Heartbeat(beat, storage.heartbeat_s, name=f"rollout {run_id}/{epoch}") as heart:
             return await _rollout_epoch(session_factory, backend, run_id, epoch, request_retries, publisher, storage,
                                         heart, services or ServiceUrls())
+    except Exception as exc:
+        # A dependency away (the model server mid-job, or already when the adapter was published) is reported on
+        # the job: the orchestrator, which learns nothing else of this delivery, waits on it by name.
+        outage = classify(exc, services or ServiceUrls())
+        if outage is not None:
+            away = train_jobs.Away(outage.dependency, outage.error, datetime.now(UTC))
+        raise
     finally:
         if token is not None:
             try:
                 with session_scope(session_factory) as session:
-                    train_jobs.release_claim(session, job_id, token)
+                    train_jobs.release_claim(session, job_id, token, away)
             except (OperationalError, InterfaceError):  # the database is down: the claim expires by itself
                 log.warning("rollout %s/%d: could not release the claim", run_id, epoch, exc_info=True)
 

@@ -45,6 +45,9 @@ _HTTP_OUTAGES = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtoco
 _REDIS_OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 # The simulator service's 503 when not one request reached its model: the model server is what is away.
 _MODEL_AWAY_CODE = "generation_failed"
+DATABASE_AWAY_CODE = "database_unavailable"
+"""The code of a service's 503 when its database did not answer (genenv.http.middleware): the run waits on the
+database, as it would had it read the database itself."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ def _dependency(exc: BaseException, services: ServiceUrls) -> str | None:
             return None
         if exc.status_code == 503 and exc.code == _MODEL_AWAY_CODE:
             return "simulator_model"
+        if exc.status_code == 503 and exc.code == DATABASE_AWAY_CODE:
+            return DATABASE
         named = dependency_of_url(exc.base_url or "", services)
         return named or (exc.service or "service").replace(" ", "_")
     if isinstance(exc, UnavailableError):
@@ -140,6 +145,14 @@ def _dependency(exc: BaseException, services: ServiceUrls) -> str | None:
     if isinstance(exc, ConnectionError):  # a socket refused or reset below a library that did not wrap it
         return "service"
     return None
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an explicit cause) says the database does not answer: what a service answers with 503
+    instead of 500, and what an orchestrator waits out without recording it (the record would go to that
+    database)."""
+    return any(isinstance(link, InterfaceError) or (isinstance(link, OperationalError) and _database_away(link))
+               for link in _causes(exc))
 
 
 def _database_away(exc: OperationalError) -> bool:

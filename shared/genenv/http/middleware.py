@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from genenv.http.errors import error_response, internal_error_response
 from genenv.logging import reset_request_id, set_request_id
+from genenv.outages import DATABASE_AWAY_CODE, database_away
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,8 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
 class RequestContextMiddleware:
-    """Accept/generate ``X-Request-Id``, echo it, bind it for logs; unhandled errors become a 500 envelope."""
+    """Accept/generate ``X-Request-Id``, echo it, bind it for logs; unhandled errors become a 500 envelope, or a 503
+    when the database did not answer (an outage the caller waits out, not a failure it counts)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -49,11 +51,19 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
-            log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:
+            away = database_away(exc)
+            if away:
+                log.warning("database unavailable in %s %s: %s", scope.get("method"), scope.get("path"), exc)
+            else:
+                log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if started:
                 raise  # the status line is already out; the server closes the connection
-            await internal_error_response(request_id)(scope, receive, send_with_id)
+            if away:
+                await error_response(503, f"database unavailable (request id {request_id}); try again later",
+                                     code=DATABASE_AWAY_CODE)(scope, receive, send_with_id)
+            else:
+                await internal_error_response(request_id)(scope, receive, send_with_id)
         finally:
             reset_request_id(token)
 

@@ -25,21 +25,26 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.clients.curriculum import CurriculumClient
 from genenv.clients.verifier import VerifierClient
-from genenv.contracts.adapters import JobStatus, Role
+from genenv.contracts.adapters import JobKind, JobStatus, Role
 from genenv.contracts.runs import RunConfig, RunStatus, WaitingOn
 from genenv.db.engine import make_engine, make_session_factory, session_scope
 from genenv.db.migrate import upgrade
 from genenv.db.models import EpochRow, RolloutRow, RunRow, TaskRow, VerdictRow
 from genenv.db.repositories import runs, train_jobs
 from genenv.domains import get_domain
+from genenv.inference.base import InferenceBackend
+from genenv.inference.factory import build_backend
+from genenv.inference.openai_client import OpenAIBackend
+from genenv.outages import DependencyAwayError
 from genenv.serving.publisher import AdapterPublishError
-from genenv.settings import GenEnvSettings
+from genenv.settings import GenEnvSettings, InferenceSettings, ServiceUrls
 from genenv_control_plane.app import create_app as control_plane_app
 from genenv_control_plane.enqueue import InProcessEnqueuer
 from genenv_curriculum.app import create_app as curriculum_app
 from genenv_orchestrator.context import OrchestratorContext
 from genenv_orchestrator.loop import advance
 from genenv_orchestrator.runtime import VerifierPortAdapter
+from genenv_rollout.worker import rollout_epoch
 from genenv_verifier.app import create_app as verifier_app
 from tests.conftest import free_port
 
@@ -328,3 +333,130 @@ def test_when_a_model_server_outage_ends_the_newest_adapters_are_served_before_t
     # Both roles re-published once when the server came back (before VERIFY tried again), then CLOSE's own check.
     assert served == [(run_id, Role.AGENT), (run_id, Role.SIMULATOR)] * 2
     assert _verdicts(sessions, run_id) == ATTEMPTS
+
+
+class RolloutQueue:
+    """The Celery dispatcher's rollout part with the rollout queue's worker behind it, without a broker: each
+    dispatched job is one claimed delivery of the real rollout worker (``rollout_epoch(worker=…)``, as the Celery
+    task runs it), generating with ``backend`` — whatever answers at the agent's model server's place just then.
+    Training jobs are only recorded (this test ends before TRAIN)."""
+
+    inline = False
+
+    def __init__(self, sessions: sessionmaker[Session], backend: InferenceBackend, services: ServiceUrls) -> None:
+        self.sessions, self.backend, self.services = sessions, backend, services
+        self.deliveries: list[asyncio.Task[str]] = []
+        self.trained: list[int] = []
+
+    async def rollout(self, run_id: str, epoch: int) -> None:
+        self.deliveries.append(asyncio.create_task(self._deliver(run_id, epoch)))
+
+    async def _deliver(self, run_id: str, epoch: int) -> str:
+        try:
+            await rollout_epoch(self.sessions, self.backend, run_id, epoch, request_retries=0, worker="rollout-test",
+                                services=self.services)
+        except DependencyAwayError as exc:  # the Celery task ends failed; nothing else reaches the orchestrator
+            return exc.outage.dependency
+        return "done"
+
+    async def train(self, job_id: int, kind: str) -> None:
+        self.trained.append(job_id)
+
+    async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
+        return None  # the test's chain advances again itself
+
+
+def _run_at_rollout(sessions: sessionmaker[Session]) -> str:
+    """A running agent_only run (1 epoch) at ROLLOUT with two valid tasks and no attempt yet."""
+    domain = get_domain("arithmetic")
+    with session_scope(sessions) as s:
+        run = runs.create(s, RunConfig.model_validate(
+            {"mode": "agent_only", "domain": "arithmetic", "epochs": 1, "rollouts_per_task": ATTEMPTS,
+             "max_response_tokens": 8}))
+        runs.move(s, run, RunStatus.RUNNING)
+        s.add(EpochRow(run_id=run.id, index=0, phase="rollout", summary={}))
+        for i, expression in enumerate(["3 + 4", "5 * 6"]):
+            s.add(TaskRow(run_id=run.id, epoch=0, seed_id=f"s{i}", domain="arithmetic", variation=0, status="valid",
+                          payload=domain.validate_generation({"expression": expression}, None), raw_text="",
+                          prompt_messages=[]))
+        return run.id
+
+
+@pytest.mark.slow
+def test_a_model_server_away_from_the_distributed_rollout_worker_is_what_the_run_waits_on(
+    db_url: str, sessions: sessionmaker[Session], model_dir: Path
+) -> None:
+    # The gap this closes: the rollout worker stored no error rows and raised DependencyAwayError, but the
+    # orchestrator learned nothing (no waiting_on, the job sent again only after stall_timeout_s). Now the worker
+    # reports the outage on its job: the run waits on agent_model by name, and each try sends the job again.
+    import torch
+
+    port = free_port()
+    model_url = f"http://127.0.0.1:{port}"
+    base = _settings(db_url)
+    settings = base.model_copy(update={"services": base.services.model_copy(update={"vllm_agent": model_url})})
+    local = GenEnvSettings.model_validate({"inference": {"backend": "local", "base_model": model_dir.name},
+                                           "paths": {"model_cache": model_dir.parent}})
+    run_id = _run_at_rollout(sessions)
+    model = FastAPI()
+
+    @model.get("/v1/models")
+    async def models() -> dict[str, list[Any]]:
+        return {"data": []}
+
+    def epoch_row() -> tuple[str, dict[str, Any]]:
+        with session_scope(sessions) as s:
+            row = s.scalar(select(EpochRow).where(EpochRow.run_id == run_id, EpochRow.index == 0))
+            assert row is not None
+            return row.phase, dict(row.summary or {})
+
+    async def chain(ctx: OrchestratorContext, stop: Callable[[], bool]) -> None:
+        """The run's advance chain as Celery runs it: advance, and again after the poll interval."""
+        while not stop():
+            await advance(ctx, run_id)
+            await asyncio.sleep(ctx.poll_interval_s)
+
+    async def scenario() -> tuple[WaitingOn, list[str], dict[str, Any]]:
+        away = OpenAIBackend(model_url, InferenceSettings(connect_retries=0))
+        queue = RolloutQueue(sessions, away, settings.services)
+        verifier = VerifierClient("http://verifier", transport=httpx.ASGITransport(
+            app=verifier_app(settings, sessions=sessions)))
+        ctx = _context(settings, sessions, verifier, ModelServerPublisher(model_url))
+        ctx.dispatcher = queue
+        driving = asyncio.create_task(chain(ctx, lambda: epoch_row()[0] != "rollout"))
+        # Twice the failure budget of tries find the model server away, and the run waits on it by name.
+        await _until(lambda: driving.done() or ((w := _row(sessions, run_id)[1]) is not None and w.attempts >= 4))
+        status, waiting, _ = _row(sessions, run_id)
+        assert status == "running" and waiting is not None and not driving.done()
+        while_away = epoch_row()[1]
+        # The server is back: a real model answers at its place (SmolLM2, in-process on one thread).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        back = build_backend(local, Role.AGENT)
+        queue.backend = back
+        try:
+            async with serving(model, port):
+                await asyncio.wait_for(driving, 90)
+            outcomes = list(await asyncio.gather(*queue.deliveries))
+        finally:
+            torch.set_num_threads(threads)
+            await back.aclose()
+            await away.aclose()
+            await verifier.aclose()
+        return waiting, outcomes, while_away
+
+    waiting, outcomes, while_away = asyncio.run(scenario())
+    assert (waiting.dependency, waiting.epoch, waiting.phase) == ("agent_model", 0, "rollout")
+    assert "ConnectError" in waiting.last_error or "cannot connect" in waiting.last_error
+    # The job carried the report; no failure was counted toward max_phase_failures.
+    assert "_failures" not in while_away
+    # Every delivery while the server was away found it away; the last one made the attempts.
+    assert outcomes[-1] == "done" and set(outcomes[:-1]) == {"agent_model"} and len(outcomes) >= 2
+    with session_scope(sessions) as s:
+        assert s.scalar(select(func.count(RolloutRow.id)).join(TaskRow).where(TaskRow.run_id == run_id)) \
+            == 2 * ATTEMPTS
+        job = train_jobs.create_or_get_job(s, run_id, 0, JobKind.ROLLOUT)
+        assert job.status == "done" and train_jobs.away_of(job) is None
+    assert _verdicts(sessions, run_id) == 2 * ATTEMPTS
+    status, waiting_after, error = _row(sessions, run_id)
+    assert (status, waiting_after, error) == ("running", None, None)  # now at TRAIN: nothing waits

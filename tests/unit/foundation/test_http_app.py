@@ -9,11 +9,15 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
+from sqlalchemy import create_engine
 
+from genenv.clients.base import ApiError, ServiceClient
 from genenv.contracts.errors import ConflictError, NotFoundError
 from genenv.http import make_app
 from genenv.logging import current_request_id
-from genenv.settings import GenEnvSettings
+from genenv.outages import DATABASE, classify
+from genenv.settings import GenEnvSettings, ServiceUrls
+from tests.conftest import free_port
 
 TOKEN = "s3cret-token-value"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -35,6 +39,12 @@ def _router() -> APIRouter:
             raise ConflictError("item is locked")
         if item_id == 500:
             raise RuntimeError("password=hunter2 leaked internals")
+        if item_id == 503:  # the service's database does not answer (nothing listens on that port)
+            engine = create_engine(f"postgresql+psycopg://genenv:hunter2@127.0.0.1:{free_port()}/genenv")
+            try:
+                engine.connect()
+            finally:
+                engine.dispose()
         return item
 
     @router.get("/request-id")
@@ -131,6 +141,22 @@ async def test_unhandled_error_is_500_without_internals(client: httpx.AsyncClien
     err = _envelope(resp, 500, "server_error")
     assert "hunter2" not in resp.text and "RuntimeError" not in resp.text
     assert resp.headers["x-request-id"] in str(err["message"])
+
+
+async def test_a_database_that_does_not_answer_is_503_database_unavailable_an_outage_for_the_caller(
+    client: httpx.AsyncClient,
+) -> None:
+    # Not a 500: the caller (the orchestrator) waits on the database instead of counting a failed phase (issue 31).
+    resp = await client.post("/v1/items/503", json={"name": "a", "size": 1}, headers=AUTH)
+    err = _envelope(resp, 503, "service_unavailable_error")
+    assert err["code"] == "database_unavailable" and "hunter2" not in resp.text
+    assert resp.headers["x-request-id"] in str(err["message"])
+    async with ServiceClient("http://test", transport=httpx.ASGITransport(app=_app()), token=TOKEN,
+                             retries=0) as service:
+        with pytest.raises(ApiError) as info:
+            await service.request("POST", "/v1/items/503", Item, body=Item(name="a", size=1))
+    outage = classify(info.value, ServiceUrls())
+    assert outage is not None and outage.dependency == DATABASE
 
 
 async def test_validation_error_is_422_with_field_path(client: httpx.AsyncClient) -> None:

@@ -185,12 +185,40 @@ def beat_rollout(session: Session, job_id: int, token: str | None, now: datetime
     return rowcount(result) == 1
 
 
-def release_claim(session: Session, job_id: int, token: str) -> None:
-    """A delivery that stopped working lets the next one start at once instead of waiting out its lease."""
-    session.execute(
-        update(TrainJobRow).where(TrainJobRow.id == job_id, TrainJobRow.claimed_by == token)
-        .values(claimed_by=None).execution_options(synchronize_session=False)
-    )
+AWAY = "away"
+"""Key of a rollout job's metrics: the dependency its last delivery found away (the orchestrator's waiting_on)."""
+
+
+@dataclass(frozen=True)
+class Away:
+    """What a rollout job's last delivery found away: the dependency, the error that said so, and when."""
+
+    dependency: str
+    error: str
+    at: datetime
+
+
+def release_claim(session: Session, job_id: int, token: str, away: Away | None = None) -> None:
+    """A delivery that stopped working lets the next one start at once instead of waiting out its lease, and
+    records whether it stopped because a dependency was away (``away``; None clears an earlier delivery's report).
+    Nothing is written when the claim is no longer ``token``'s (taken over: the holder reports)."""
+    row = session.scalars(select(TrainJobRow).where(TrainJobRow.id == job_id, TrainJobRow.claimed_by == token)
+                          .with_for_update()).one_or_none()
+    if row is None:
+        return
+    metrics = {k: v for k, v in (row.metrics or {}).items() if k != AWAY}
+    if away is not None:
+        metrics[AWAY] = {"dependency": away.dependency, "error": away.error, "at": away.at.isoformat()}
+    row.metrics = metrics
+    row.claimed_by = None
+
+
+def away_of(job: TrainJobRow) -> Away | None:
+    """The dependency the job's last delivery found away, or None (it ended otherwise, or none ended yet)."""
+    found = (job.metrics or {}).get(AWAY)
+    if not found:
+        return None
+    return Away(str(found["dependency"]), str(found["error"]), as_utc(datetime.fromisoformat(found["at"])))
 
 
 def finish_job(
