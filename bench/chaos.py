@@ -828,8 +828,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     args = parse_args()
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the finally blocks stop `genenv up`'s process group and
+    # the throwaway Postgres and Redis; without it they outlived a drill stopped from outside.
+    signal.signal(signal.SIGTERM, _interrupted)
     from rich.console import Console
 
     console = Console(width=160)
