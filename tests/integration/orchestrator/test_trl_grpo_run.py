@@ -30,8 +30,8 @@ from tests.unit.foundation.external_standin import served
 pytestmark = [
     pytest.mark.slow,
     # TRL 1.16 warns that the venv's vLLM (0.32, our serving pin) is newer than it lists; this test does not use it.
-    # TRL/transformers training warnings (generation config, padding) are theirs, not this protocol's.
-    pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
+    # TRL/transformers/vLLM import and training warnings (torch.jit deprecation, generation config) are theirs.
+    pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning"),
 ]
 
 G = 2  # rollouts_per_task = GRPO's num_generations: a task's G attempts are one GRPO group
