@@ -113,7 +113,7 @@ def _row(lease_id: str, epoch: int, item: LeaseItem) -> dict[str, Any]:
 
 def leased_dataset(source: LeaseSource) -> IterableDataset:
     """``source``'s rows as the ``datasets.IterableDataset`` GRPOTrainer takes as ``train_dataset``."""
-    from datasets import Features, IterableDataset, List, Value
+    from datasets import Features, List, Value
 
     features = Features({
         "prompt": List({"role": Value("string"), "content": Value("string")}),
@@ -122,7 +122,15 @@ def leased_dataset(source: LeaseSource) -> IterableDataset:
         "attempts": Value("int64"),
         "epoch": Value("int64"),
     })
-    return IterableDataset.from_generator(source.rows, features=features)
+    # IterableDataset.from_generator would fingerprint the generator by pickling it, i.e. the source's HTTP client
+    # (an SSLContext cannot be pickled: TypeError). The input stream it wraps takes the fingerprint instead; a
+    # stream of leases is never cached, so a fresh one per dataset is right.
+    from datasets.io.generator import GeneratorDatasetInputStream
+
+    stream = GeneratorDatasetInputStream(generator=source.rows, features=features, streaming=True,
+                                         fingerprint=f"genenv-leases-{uuid.uuid4().hex}")
+    dataset: IterableDataset = stream.read()
+    return dataset
 
 
 def check_grpo_args(args: Any, prompts_per_batch: int) -> None:
