@@ -7,6 +7,7 @@ The isolation test enumerates the control plane's routes: a new route under /v1/
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +29,11 @@ from genenv.inference.base import InferenceError
 from genenv.settings import GenEnvSettings
 from genenv_control_plane.app import create_app
 
-TOKENS = {"tok-a": "team-a", "tok-b": "team-b", "tok-c": "team-c"}
+TOKENS = {"tok-a": "team-a", "tok-b": "team-b", "tok-c": "team-c", "tok-d": "team-d"}
 A = {"Authorization": "Bearer tok-a"}
 B = {"Authorization": "Bearer tok-b"}
 C = {"Authorization": "Bearer tok-c"}
+D = {"Authorization": "Bearer tok-d"}
 SERVICE = AUTH
 UNKNOWN = "0" * 32
 TEMPLATE = {"name": "t", "epochs": 2, "seeds_per_epoch": 2}
@@ -195,6 +197,14 @@ async def test_running_runs_limit_is_a_429(api: Tenants) -> None:
     assert (await api.client.post(f"/v1/runs/{second}/pause", headers=C)).status_code == 200
     assert (await api.client.post(f"/v1/runs/{first}/cancel", headers=C)).status_code == 200
     assert (await api.client.post(f"/v1/runs/{second}/resume", headers=C)).status_code == 200
+
+
+async def test_concurrent_starts_cannot_pass_the_limit_together(api: Tenants) -> None:
+    ids = [await _run(api, D) for _ in range(4)]
+    answers = await asyncio.gather(*(api.client.post(f"/v1/runs/{i}/start", headers=D) for i in ids))
+    assert sorted(a.status_code for a in answers) == [200, 429, 429, 429], [a.text for a in answers]
+    statuses = [(await api.client.get(f"/v1/runs/{i}", headers=D)).json()["status"] for i in ids]
+    assert sorted(statuses) == ["created", "created", "created", "running"]
 
 
 async def test_open_leases_limit_is_a_429(api: Tenants) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Row, Select
+from sqlalchemy import CursorResult, Row, Select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from genenv.contracts.errors import GenEnvError
@@ -96,6 +96,14 @@ def visible_to(stmt: S, tenant_column: InstrumentedAttribute[str], caller: Calle
     tenant's object is absent (404, the same answer as an unknown id) rather than forbidden.
     """
     return stmt if caller.all_tenants else stmt.where(tenant_column == caller.tenant)
+
+
+def serialize_on(session: Session, key: str) -> None:
+    """Hold a transaction-scoped lock on ``key`` until commit (Postgres advisory lock; SQLite already serialises
+    writers): two requests counting toward one tenant limit then count one after the other, each seeing what the
+    other committed, so neither can slip past the limit between its count and its write."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
 E = TypeVar("E")

@@ -50,7 +50,7 @@ from genenv.db.models import (
     VerdictRow,
 )
 from genenv.db.repositories import runs
-from genenv.db.repositories.common import as_utc, rowcount
+from genenv.db.repositories.common import as_utc, rowcount, serialize_on
 
 OPEN = "open"
 EXPIRED = "expired"
@@ -117,6 +117,7 @@ def check_open_leases(session: Session, tenant: str, limit: int | None, now: dat
     attempts still to report, over all its runs."""
     if limit is None:
         return
+    serialize_on(session, f"genenv.tenant.leases:{tenant}")  # held until the new lease is committed
     unreported = select(LeaseItemRow.id).where(
         LeaseItemRow.lease_id == LeaseRow.id, LeaseItemRow.reported < LeaseItemRow.attempts
     ).exists()

@@ -26,6 +26,7 @@ from genenv.db.repositories.common import (
     encode_cursor,
     one_or_raise,
     rowcount,
+    serialize_on,
     visible_to,
 )
 from genenv.lifecycle import RUN
@@ -190,6 +191,7 @@ def check_running_limit(session: Session, tenant: str, limit: int | None) -> Non
     """
     if limit is None:
         return
+    serialize_on(session, f"genenv.tenant.running:{tenant}")
     running = session.scalar(
         select(func.count()).select_from(RunRow)
         .where(RunRow.tenant == tenant, RunRow.status == RunStatus.RUNNING.value)
