@@ -37,6 +37,7 @@ def create_app(settings: GenEnvSettings | None = None, *, enqueuer: Enqueuer | N
         lifespan=lifespan,
         ready_checks=checks,
         public_paths=dashboard.DASHBOARD_PATHS,
+        tenants=True,
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
     app.state.control_plane = cp

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 import redis
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Path, Query, Request
 from sqlalchemy.orm import Session
 
 from genenv.db.engine import ServiceDatabase, session_scope
+from genenv.db.repositories import runs
 from genenv.experiments.series import DifficultyMemo
+from genenv.http.auth import CallerDep
 from genenv.queue import make_celery
 from genenv.settings import GenEnvSettings
 from genenv_control_plane.enqueue import CeleryEnqueuer, Enqueuer, InProcessEnqueuer
@@ -78,3 +80,14 @@ async def get_control_plane(request: Request) -> ControlPlane:
 ControlPlaneDep = Annotated[ControlPlane, Depends(get_control_plane)]
 # Postgres cannot compare text with U+0000; such a filter is a client mistake (422), not a 500.
 TextFilter = Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")]
+
+__all__ = ["CallerDep", "ControlPlane", "ControlPlaneDep", "RunId", "TextFilter", "visible_run"]
+RunId = Annotated[str, Path(max_length=64, pattern=r"^[^\x00]+$", description="Run id.")]
+
+
+def visible_run(run_id: RunId, cp: ControlPlaneDep, caller: CallerDep) -> None:
+    """404 (run_not_found) unless the caller may see run ``run_id``: the guard of every router under
+    /v1/runs/{run_id} whose routes do not read the run through the tenant filter themselves, so a new route there
+    is isolated without remembering to be."""
+    with cp.transaction() as session:
+        runs.require(session, run_id, caller=caller)

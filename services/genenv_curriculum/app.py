@@ -29,7 +29,7 @@ def create_app(
         db.close()
 
     app = make_app(
-        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": db.ping}
+        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": db.ping}, tenants=True
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
     app.state.curriculum = db

@@ -33,7 +33,8 @@ def create_app(
         await resources.close()
 
     app = make_app(
-        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.db.ping}
+        TITLE, settings, routers=[router], lifespan=lifespan, ready_checks={"database": resources.db.ping},
+        tenants=True,
     )
     # Built eagerly, not in the lifespan: the in-process ASGI transport never sends lifespan events.
     app.state.simulator = resources

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from genenv.contracts.adapters import adapter_run_id
 from genenv.contracts.errors import GenEnvError, NotFoundError, UnavailableError
 from genenv.contracts.tasks import (
     GeneratedTask,
@@ -20,6 +21,8 @@ from genenv.db.engine import session_scope
 from genenv.db.models import RunRow
 from genenv.db.repositories import runs as run_repo
 from genenv.db.repositories import tasks as task_repo
+from genenv.http.auth import caller_of
+from genenv.tenancy import Caller
 from genenv_simulator.deps import SimulatorResources
 from genenv_simulator.generation import earlier_keys, generate_tasks, payload_key, rejection_counts
 
@@ -39,6 +42,27 @@ def _stored(
         rejects = run_repo.config_of(run).simulator.reject_repeats
         earlier = task_repo.earlier_valid_payloads(session, run_id, epoch) if rejects else None
         return [task_repo.to_generated(r) for r in rows], earlier
+
+
+def _check_tenant(resources: SimulatorResources, caller: Caller, body: GenerateRequest) -> None:
+    """A tenant token may name only its tenant's run and adapters: another tenant's is a 404, as an unknown one."""
+    if caller.all_tenants or (body.run_id is None and body.adapter is None):
+        return
+    with session_scope(resources.db.sessions) as session:
+        if body.run_id is not None:
+            run_repo.require(session, body.run_id, caller=caller)
+        if body.adapter is not None:
+            owner = adapter_run_id(body.adapter)
+            try:
+                if owner is None:
+                    raise NotFoundError("not an adapter name")
+                run_repo.require(session, owner, caller=caller)
+            except NotFoundError:
+                raise NotFoundError(
+                    f"adapter {body.adapter!r} not found; name one of your runs' adapters "
+                    "(GET /v1/runs/{id}/adapters) or omit adapter for the base model",
+                    param="adapter", code="adapter_not_found",
+                ) from None
 
 
 def _store(resources: SimulatorResources, run_id: str, epoch: int, tasks: list[GeneratedTask]) -> None:
@@ -76,6 +100,7 @@ async def generate(body: GenerateRequest, request: Request) -> GenerateResponse:
     # Variations already stored for (run, epoch, seed) are returned as stored and not generated again.
     resources: SimulatorResources = request.app.state.simulator
     _check_budget(body, resources.settings.simulator.max_request_tokens)
+    await run_in_threadpool(_check_tenant, resources, caller_of(request), body)
     domain = await run_in_threadpool(resources.domain, body.domain)
     if (body.run_id is None) != (body.epoch is None):
         raise GenEnvError("run_id and epoch go together: give both to store, or neither", param="run_id")

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from genenv.tenancy import check_tenant_name
+
 DEFAULT_HOME = Path.home() / ".genenv"
 
 
@@ -112,12 +114,55 @@ class AuthSettings(BaseModel):
     )
     tokens: list[SecretStr] = Field(
         default_factory=list,
-        description="Accepted bearer tokens (JSON list in GENENV_AUTH__TOKENS). Never logged.",
+        description="Accepted service/admin bearer tokens (JSON list in GENENV_AUTH__TOKENS): they act for the "
+        "default tenant and see every tenant's runs and experiments. Never logged.",
+    )
+    tenant_tokens: dict[SecretStr, str] = Field(
+        default_factory=dict,
+        description="Tenant bearer tokens (JSON map token -> tenant name in GENENV_AUTH__TENANT_TOKENS, e.g. "
+        "{\"tok-a\": \"team-a\"}): a tenant token sees only the runs, experiments, tasks, rollouts, leases and "
+        "adapters its tenant created (another tenant's are 404) and is held to the tenants.* limits. Tenant names: "
+        "1-64 lowercase letters, digits, '.', '_' or '-'. Several tokens may name one tenant. Never logged.",
     )
     client_token: SecretStr | None = Field(
         default=None,
         description="Token this process sends to the other services. The `genenv` commands read GENENV_TOKEN first "
         "(this name is its alias there).",
+    )
+
+    @field_validator("tenant_tokens")
+    @classmethod
+    def _valid_tenants(cls, v: dict[SecretStr, str]) -> dict[SecretStr, str]:
+        for token, tenant in v.items():
+            if not token.get_secret_value():
+                raise ValueError("a tenant token must not be empty")
+            check_tenant_name(tenant)
+        return v
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> AuthSettings:
+        # One token, one meaning: a token in both lists would make its tenant depend on which list is read first.
+        service = {t.get_secret_value() for t in self.tokens}
+        if any(t.get_secret_value() in service for t in self.tenant_tokens):
+            raise ValueError("a token is both in auth.tokens and auth.tenant_tokens; give each token one role")
+        return self
+
+
+class TenantSettings(BaseModel):
+    """Per-tenant limits, applied to requests made with a tenant token (auth.tenant_tokens); service tokens are not
+    limited. A request over a limit is a 429 (code tenant_limit_exceeded) naming the limit."""
+
+    max_running_runs: int | None = Field(
+        default=None,
+        ge=1,
+        description="Runs of one tenant running at once (starting or resuming a run, or starting an experiment, "
+        "past it is a 429). Unset = no limit.",
+    )
+    max_open_leases: int | None = Field(
+        default=None,
+        ge=1,
+        description="Unexpired leases with tasks one tenant holds at once across its external_agent runs "
+        "(POST /v1/runs/{id}/leases past it is a 429 until a lease is reported in full or expires). Unset = no limit.",
     )
 
 
@@ -452,6 +497,7 @@ class GenEnvSettings(BaseSettings):
     queue: QueueSettings = Field(default_factory=QueueSettings)
     services: ServiceUrls = Field(default_factory=ServiceUrls)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    tenants: TenantSettings = Field(default_factory=TenantSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     paths: PathSettings = Field(default_factory=PathSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)

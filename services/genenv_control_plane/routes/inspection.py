@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from genenv.contracts.adapters import Adapter, Evaluation, Role
 from genenv.contracts.epochs import Epoch
@@ -14,10 +14,10 @@ from genenv.contracts.scores import RunStat, StatKind
 from genenv.contracts.tasks import Task, TaskStatus
 from genenv.db.repositories import epochs, inspection, runs
 from genenv.http.pagination import Cursor, Limit
-from genenv_control_plane.deps import ControlPlaneDep, TextFilter
-from genenv_control_plane.routes.runs import RunId
+from genenv_control_plane.deps import ControlPlaneDep, RunId, TextFilter, visible_run
 
-router = APIRouter(prefix="/v1/runs/{run_id}", tags=["inspection"])
+# visible_run: another tenant's run is a 404 here, as an unknown one.
+router = APIRouter(prefix="/v1/runs/{run_id}", tags=["inspection"], dependencies=[Depends(visible_run)])
 EpochFilter = Annotated[int | None, Query(ge=0, le=1_000_000, description="Only this epoch.")]
 
 

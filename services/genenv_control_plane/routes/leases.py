@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Depends, Header, Request
 
 from genenv.contracts.leases import AttemptsRecorded, AttemptsReport, Lease, LeaseRequest
 from genenv.db.repositories import leases
 from genenv_control_plane.attempts import AttemptVerifier, report_attempts
-from genenv_control_plane.deps import ControlPlaneDep
-from genenv_control_plane.routes.runs import RunId
+from genenv_control_plane.deps import CallerDep, ControlPlaneDep, RunId, visible_run
 
-router = APIRouter(prefix="/v1/runs", tags=["external agent"])
+# visible_run: another tenant's run is a 404 here, as an unknown one (its leases and tasks with it).
+router = APIRouter(prefix="/v1/runs", tags=["external agent"], dependencies=[Depends(visible_run)])
 
 IdempotencyKey = Annotated[
     str | None,
@@ -24,11 +24,14 @@ IdempotencyKey = Annotated[
 
 
 @router.post("/{run_id}/leases", summary="Lease tasks of an external_agent run's current epoch")
-def lease_tasks(run_id: RunId, body: LeaseRequest, cp: ControlPlaneDep) -> Lease:
+def lease_tasks(run_id: RunId, body: LeaseRequest, cp: ControlPlaneDep, caller: CallerDep) -> Lease:
     """Up to ``limit`` tasks with their open attempts, held for ``lease_s`` seconds; an empty lease with
-    ``retry_after_s`` when nothing is leasable now."""
+    ``retry_after_s`` when nothing is leasable now. 429 when the tenant holds tenants.max_open_leases already."""
+    now = datetime.now(UTC)
     with cp.transaction() as session:
-        return leases.take_lease(session, run_id, body, datetime.now(UTC))
+        if caller.limited:
+            leases.check_open_leases(session, caller.tenant, cp.settings.tenants.max_open_leases, now)
+        return leases.take_lease(session, run_id, body, now)
 
 
 def _verifier(request: Request, cp: ControlPlaneDep) -> AttemptVerifier:

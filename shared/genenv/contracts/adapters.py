@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,15 @@ class Role(enum.StrEnum):
 def adapter_name(run_id: str, role: Role | str, version: int) -> str:
     """The name an adapter is served under in vLLM (unique across runs)."""
     return f"{run_id}-{Role(role).value}-v{version}"
+
+
+_ADAPTER_NAME = re.compile(r"^(?P<run>.+)-(?:agent|simulator)-v[0-9]+$")
+
+
+def adapter_run_id(name: str) -> str | None:
+    """The run an ``adapter_name`` belongs to, or None when ``name`` is not one (the adapter's tenant is its run's)."""
+    match = _ADAPTER_NAME.match(name)
+    return match.group("run") if match else None
 
 
 class Adapter(ReadModel):

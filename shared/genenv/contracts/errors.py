@@ -64,6 +64,13 @@ class UnprocessableError(GenEnvError):
     status_code = 422
 
 
+class LimitExceededError(GenEnvError):
+    """A per-tenant limit (tenants.*) would be passed; the message names the limit and how to get under it."""
+
+    status_code = 429
+    type = "rate_limit_error"
+
+
 class UnavailableError(GenEnvError):
     """A dependency (database, Redis, vLLM) does not answer."""
 

@@ -21,6 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from genenv.tenancy import DEFAULT_TENANT
+
 # Named constraints so Alembic batch mode on SQLite can find and drop them.
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -56,6 +58,8 @@ class ExperimentRow(Base):
     # 'created', 'running' or 'cancelled'; once running, completed/failed are derived from the members.
     status: Mapped[str] = mapped_column(String(16), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JsonType, doc="The ExperimentCreate body it was made from")
+    # The tenant that created it (genenv.tenancy); its member runs carry the same tenant.
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -69,6 +73,8 @@ class RunRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    # The tenant that created it, or its experiment's (genenv.tenancy): other tenants get 404 for it and its rows.
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT, index=True)
     current_epoch: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     experiment_id: Mapped[str | None] = mapped_column(

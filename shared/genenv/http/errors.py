@@ -42,6 +42,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "Conflict with the object's current state"),
         (413, "Request body too large"),
         (422, "Request failed validation"),
+        (429, "A per-tenant limit is reached"),
         (500, "Internal error"),
         (503, "A dependency is unavailable"),
     )

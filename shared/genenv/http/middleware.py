@@ -5,7 +5,6 @@ Pure ASGI (not BaseHTTPMiddleware) so the body limit can count streamed bytes an
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 import uuid
@@ -15,6 +14,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from genenv.http.auth import CALLER_SCOPE_KEY, Authenticator
 from genenv.http.errors import error_response, internal_error_response
 from genenv.logging import reset_request_id, set_request_id
 from genenv.outages import DATABASE_AWAY_CODE, database_away
@@ -69,23 +69,18 @@ class RequestContextMiddleware:
 
 
 class BearerAuthMiddleware:
-    """``Authorization: Bearer <token>`` on every path but the public ones. No tokens = auth disabled."""
+    """``Authorization: Bearer <token>`` on every path but the public ones. No tokens = auth disabled.
 
-    def __init__(self, app: ASGIApp, *, tokens: Iterable[str], public_paths: Iterable[str]) -> None:
+    An accepted token's Caller (its tenant) is left in the scope for ``genenv.http.auth.caller_of``.
+    """
+
+    def __init__(self, app: ASGIApp, *, authenticator: Authenticator, public_paths: Iterable[str]) -> None:
         self.app = app
-        self._tokens = [t.encode() for t in tokens if t]
+        self._auth = authenticator
         self._public = frozenset(public_paths)
 
-    def _accepted(self, credential: str) -> bool:
-        given = credential.encode()
-        # Compare against every token (no early exit) so timing does not reveal which one is close.
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(given, token)
-        return matched
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._tokens or scope["path"] in self._public:
+        if scope["type"] != "http" or not self._auth.enabled or scope["path"] in self._public:
             await self.app(scope, receive, send)
             return
         header = Headers(scope=scope).get("authorization")
@@ -101,9 +96,10 @@ class BearerAuthMiddleware:
                 response = error_response(
                     401, "malformed Authorization header; expected 'Bearer <token>'", headers=challenge
                 )
-            elif not self._accepted(credential):
+            elif (caller := self._auth.identify(credential)) is None:
                 response = error_response(403, "bearer token not accepted")
             else:
+                scope[CALLER_SCOPE_KEY] = caller
                 await self.app(scope, receive, send)
                 return
         await response(scope, receive, send)

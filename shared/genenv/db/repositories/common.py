@@ -1,4 +1,4 @@
-"""Helpers shared by the repositories: opaque keyset cursors and UTC normalisation."""
+"""Helpers shared by the repositories: opaque keyset cursors, UTC normalisation and the tenant filter."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Row, Select
+from sqlalchemy import CursorResult, Row, Select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from genenv.contracts.errors import GenEnvError
+from genenv.tenancy import Caller
 
 T = TypeVar("T", bound=tuple[Any, ...])
 
@@ -83,6 +84,26 @@ def keyset_page(
     page = rows[:limit]
     last = page[-1][0]
     return page, encode_cursor([last if isinstance(last, int) else last.id])
+
+
+S = TypeVar("S", bound=Select[Any])
+
+
+def visible_to(stmt: S, tenant_column: InstrumentedAttribute[str], caller: Caller) -> S:
+    """``stmt`` narrowed to the rows ``caller`` may see: its tenant's, or every tenant's for a service token.
+
+    The one tenant filter: every read of a run or an experiment on behalf of a request goes through it, so another
+    tenant's object is absent (404, the same answer as an unknown id) rather than forbidden.
+    """
+    return stmt if caller.all_tenants else stmt.where(tenant_column == caller.tenant)
+
+
+def serialize_on(session: Session, key: str) -> None:
+    """Hold a transaction-scoped lock on ``key`` until commit (Postgres advisory lock; SQLite already serialises
+    writers): two requests counting toward one tenant limit then count one after the other, each seeing what the
+    other committed, so neither can slip past the limit between its count and its write."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
 E = TypeVar("E")

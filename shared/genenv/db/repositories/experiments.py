@@ -49,8 +49,9 @@ from genenv.db.models import (
     utcnow,
 )
 from genenv.db.repositories import runs
-from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise
+from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise, visible_to
 from genenv.lifecycle import EXPERIMENT, RUN_FINISHED, RUN_LIVE
+from genenv.tenancy import DEFAULT_TENANT, SERVICE, Caller
 
 
 def _not_found(experiment_id: str) -> NotFoundError:
@@ -59,8 +60,9 @@ def _not_found(experiment_id: str) -> NotFoundError:
     )
 
 
-def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
-    """Store the experiment and one run per (replicate, mode), all in status ``created``.
+def create(session: Session, body: ExperimentCreate, *, tenant: str = DEFAULT_TENANT) -> ExperimentRow:
+    """Store the experiment of ``tenant`` and one run per (replicate, mode), all in status ``created`` and of the
+    same tenant.
 
     Members are created replicate by replicate (every mode of replicate 0, then of replicate 1, …), so one after
     another they finish whole replicates first: a stopped experiment still has comparable modes.
@@ -69,7 +71,7 @@ def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
     if runs.has_nul(stored):  # Postgres text and JSONB cannot hold U+0000: a 422 here, not a failed INSERT
         raise GenEnvError("text fields must not contain NUL (\\u0000) characters", param="body")
     row = ExperimentRow(
-        id=uuid.uuid4().hex, name=body.name, status=ExperimentStatus.CREATED.value, spec=stored,
+        id=uuid.uuid4().hex, name=body.name, status=ExperimentStatus.CREATED.value, spec=stored, tenant=tenant,
     )
     session.add(row)
     session.flush()
@@ -79,19 +81,20 @@ def create(session: Session, body: ExperimentCreate) -> ExperimentRow:
             config = RunConfig.model_validate(
                 {**base, "mode": mode, "random_seed": seed, "name": f"{body.name}/{mode}/r{replicate}"}
             )
-            member = runs.create(session, config)
+            member = runs.create(session, config, tenant=tenant)
             member.experiment_id = row.id
             member.replicate = replicate
     session.flush()
     return row
 
 
-def get(session: Session, experiment_id: str, *, for_update: bool = False) -> ExperimentRow:
-    """The experiment (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
-    return one_or_raise(
-        session, select(ExperimentRow).where(ExperimentRow.id == experiment_id),
-        lambda: _not_found(experiment_id), for_update=for_update,
-    )
+def get(
+    session: Session, experiment_id: str, *, for_update: bool = False, caller: Caller = SERVICE
+) -> ExperimentRow:
+    """The experiment (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent or not visible to
+    ``caller`` (the default, SERVICE, is for the processes' own reads)."""
+    stmt = visible_to(select(ExperimentRow).where(ExperimentRow.id == experiment_id), ExperimentRow.tenant, caller)
+    return one_or_raise(session, stmt, lambda: _not_found(experiment_id), for_update=for_update)
 
 
 def spec(row: ExperimentRow) -> ExperimentCreate:
@@ -156,15 +159,17 @@ def to_contract(row: ExperimentRow, member_rows: list[RunRow]) -> Experiment:
     )
 
 
-def show(session: Session, experiment_id: str) -> Experiment:
-    """The experiment with its members; 404 if absent."""
-    row = get(session, experiment_id)
+def show(session: Session, experiment_id: str, *, caller: Caller = SERVICE) -> Experiment:
+    """The experiment with its members; 404 if absent or not visible to ``caller``."""
+    row = get(session, experiment_id, caller=caller)
     return to_contract(row, members(session, experiment_id))
 
 
-def list_experiments(session: Session, *, cursor: str | None = None, limit: int = 50) -> Page[Experiment]:
-    """Experiments newest first; keyset over (created_at, id)."""
-    stmt = select(ExperimentRow)
+def list_experiments(
+    session: Session, *, cursor: str | None = None, limit: int = 50, caller: Caller = SERVICE
+) -> Page[Experiment]:
+    """Experiments ``caller`` may see, newest first; keyset over (created_at, id)."""
+    stmt = visible_to(select(ExperimentRow), ExperimentRow.tenant, caller)
     if cursor is not None:
         created, last_id = decode_cursor(cursor, [datetime, str])
         stmt = stmt.where(
@@ -186,10 +191,10 @@ def list_experiments(session: Session, *, cursor: str | None = None, limit: int 
     return Page[Experiment](items=items, next_cursor=next_cursor)
 
 
-def start(session: Session, experiment_id: str) -> list[str]:
+def start(session: Session, experiment_id: str, *, caller: Caller = SERVICE) -> list[str]:
     """created → running: start every member (concurrent) or the first one. Returns the run ids to hand to the
     orchestrator once this transaction commits; ConflictError (409) unless the experiment is created."""
-    row = get(session, experiment_id, for_update=True)
+    row = get(session, experiment_id, for_update=True, caller=caller)
     _move(row, EXPERIMENT.action_target(ExperimentStatus(row.status), "start"))
     member_rows = members(session, experiment_id)
     chosen = member_rows if spec(row).concurrent else member_rows[:1]
@@ -199,9 +204,9 @@ def start(session: Session, experiment_id: str) -> list[str]:
     return [m.id for m in chosen]
 
 
-def cancel(session: Session, experiment_id: str) -> None:
+def cancel(session: Session, experiment_id: str, *, caller: Caller = SERVICE) -> None:
     """Cancel the experiment and every member not finished yet; ConflictError (409) once it has finished."""
-    row = get(session, experiment_id, for_update=True)
+    row = get(session, experiment_id, for_update=True, caller=caller)
     member_rows = members(session, experiment_id)
     # Judged on the derived status: a running experiment whose members all finished has completed or failed.
     current = derived_status(row.status, [RunStatus(m.status) for m in member_rows])

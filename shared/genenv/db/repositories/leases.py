@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from genenv import catalogue
 from genenv.contracts.epochs import EpochPhase
-from genenv.contracts.errors import ConflictError, NotFoundError, UnprocessableError
+from genenv.contracts.errors import ConflictError, LimitExceededError, NotFoundError, UnprocessableError
 from genenv.contracts.leases import (
     AttemptOrigin,
     AttemptsRecorded,
@@ -50,7 +50,7 @@ from genenv.db.models import (
     VerdictRow,
 )
 from genenv.db.repositories import runs
-from genenv.db.repositories.common import as_utc, rowcount
+from genenv.db.repositories.common import as_utc, rowcount, serialize_on
 
 OPEN = "open"
 EXPIRED = "expired"
@@ -110,6 +110,27 @@ def _expire(session: Session, run_id: str, now: datetime) -> None:
     session.execute(update(LeaseRow).where(LeaseRow.run_id == run_id, LeaseRow.state == OPEN,
                                            LeaseRow.expires_at <= now)
                     .values(state=EXPIRED).execution_options(synchronize_session=False))
+
+
+def check_open_leases(session: Session, tenant: str, limit: int | None, now: datetime) -> None:
+    """LimitExceededError (429) when ``tenant`` already holds ``limit`` open leases (None: no limit): unexpired, with
+    attempts still to report, over all its runs."""
+    if limit is None:
+        return
+    serialize_on(session, f"genenv.tenant.leases:{tenant}")  # held until the new lease is committed
+    unreported = select(LeaseItemRow.id).where(
+        LeaseItemRow.lease_id == LeaseRow.id, LeaseItemRow.reported < LeaseItemRow.attempts
+    ).exists()
+    held = session.scalar(
+        select(func.count()).select_from(LeaseRow).join(RunRow, RunRow.id == LeaseRow.run_id)
+        .where(RunRow.tenant == tenant, LeaseRow.state == OPEN, LeaseRow.expires_at > now, unreported)
+    ) or 0
+    if held >= limit:
+        raise LimitExceededError(
+            f"tenant {tenant!r} holds {held} open lease(s), the most it may (tenants.max_open_leases); report the "
+            "attempts of a lease, or let one expire, then lease again",
+            param="run_id", code="tenant_limit_exceeded",
+        )
 
 
 def take_lease(session: Session, run_id: str, request: LeaseRequest, now: datetime) -> Lease:

@@ -11,17 +11,26 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, or_, select, update
+from sqlalchemy import Row, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from genenv.contracts.errors import ConflictError, GenEnvError, NotFoundError
+from genenv.contracts.errors import ConflictError, GenEnvError, LimitExceededError, NotFoundError
 from genenv.contracts.pagination import Page
 from genenv.contracts.runs import Run, RunAction, RunConfig, RunStatus, WaitingOn
 from genenv.db.models import RunRow, utcnow
 from genenv.db.repositories.cache import ValidatedCache
-from genenv.db.repositories.common import as_utc, decode_cursor, encode_cursor, one_or_raise, rowcount
+from genenv.db.repositories.common import (
+    as_utc,
+    decode_cursor,
+    encode_cursor,
+    one_or_raise,
+    rowcount,
+    serialize_on,
+    visible_to,
+)
 from genenv.lifecycle import RUN
+from genenv.tenancy import DEFAULT_TENANT, SERVICE, Caller
 
 
 def new_run_id() -> str:
@@ -29,14 +38,15 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def create(session: Session, config: RunConfig) -> RunRow:
-    """Store a validated run config as a new run in status ``created``."""
+def create(session: Session, config: RunConfig, *, tenant: str = DEFAULT_TENANT) -> RunRow:
+    """Store a validated run config as a new run of ``tenant`` in status ``created``."""
     stored = config.model_dump(mode="json")
     # Postgres JSONB cannot hold U+0000; reject it here instead of failing inside the INSERT.
     if has_nul(stored):
         raise GenEnvError("text fields must not contain NUL (\\u0000) characters", param="config")
     row = RunRow(
-        id=new_run_id(), name=config.name, status=RunStatus.CREATED.value, config=stored, current_epoch=0
+        id=new_run_id(), name=config.name, status=RunStatus.CREATED.value, config=stored, current_epoch=0,
+        tenant=tenant,
     )
     session.add(row)
     session.flush()
@@ -54,11 +64,11 @@ def has_nul(value: Any) -> bool:
     return False
 
 
-def get(session: Session, run_id: str, *, for_update: bool = False) -> RunRow:
-    """The run ``run_id`` (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent."""
-    return one_or_raise(
-        session, select(RunRow).where(RunRow.id == run_id), lambda: _not_found(run_id), for_update=for_update
-    )
+def get(session: Session, run_id: str, *, for_update: bool = False, caller: Caller = SERVICE) -> RunRow:
+    """The run ``run_id`` (row-locked on Postgres when ``for_update``); NotFoundError (404) if absent or not
+    visible to ``caller`` (the default, SERVICE, is for the processes' own reads)."""
+    stmt = visible_to(select(RunRow).where(RunRow.id == run_id), RunRow.tenant, caller)
+    return one_or_raise(session, stmt, lambda: _not_found(run_id), for_update=for_update)
 
 
 def _not_found(run_id: str) -> NotFoundError:
@@ -95,10 +105,15 @@ _SUMMARY_COLUMNS = (
 
 
 def list_runs(
-    session: Session, *, status: RunStatus | None = None, cursor: str | None = None, limit: int = 50
+    session: Session,
+    *,
+    status: RunStatus | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+    caller: Caller = SERVICE,
 ) -> Page[Run]:
-    """Runs newest first, optionally of one status; keyset over (created_at, id)."""
-    stmt = select(*_SUMMARY_COLUMNS)
+    """Runs ``caller`` may see, newest first, optionally of one status; keyset over (created_at, id)."""
+    stmt = visible_to(select(*_SUMMARY_COLUMNS), RunRow.tenant, caller)
     if status is not None:
         stmt = stmt.where(RunRow.status == status.value)
     if cursor is not None:
@@ -155,21 +170,43 @@ def transition(session: Session, run_id: str, target: RunStatus, *, error: str |
     return move(session, get(session, run_id, for_update=True), target, error=error)
 
 
-def apply_action(session: Session, run_id: str, action: RunAction) -> RunRow:
+def apply_action(session: Session, run_id: str, action: RunAction, *, caller: Caller = SERVICE) -> RunRow:
     """Apply a user action (start/pause/resume/cancel); ConflictError (409) when not allowed now."""
-    row = get(session, run_id, for_update=True)
+    row = get(session, run_id, for_update=True, caller=caller)
     return move(session, row, RUN.action_target(RunStatus(row.status), action))
 
 
-def require(session: Session, run_id: str) -> None:
-    """NotFoundError (404) unless run ``run_id`` exists; reads only its id (the inspection routes' check)."""
-    if session.scalar(select(RunRow.id).where(RunRow.id == run_id)) is None:
+def require(session: Session, run_id: str, *, caller: Caller = SERVICE) -> None:
+    """NotFoundError (404) unless run ``run_id`` exists and ``caller`` may see it; reads only its id (the check of
+    every route under /v1/runs/{run_id} that does not read the run itself)."""
+    if session.scalar(visible_to(select(RunRow.id).where(RunRow.id == run_id), RunRow.tenant, caller)) is None:
         raise _not_found(run_id)
 
 
-def delete(session: Session, run_id: str) -> None:
+def check_running_limit(session: Session, tenant: str, limit: int | None) -> None:
+    """LimitExceededError (429) when ``tenant`` has more than ``limit`` runs running (None: no limit).
+
+    Called after a start or resume moved its runs, in the same transaction: the error rolls the move back, so the
+    count includes what this request started (one run, or every member of a concurrent experiment).
+    """
+    if limit is None:
+        return
+    serialize_on(session, f"genenv.tenant.running:{tenant}")
+    running = session.scalar(
+        select(func.count()).select_from(RunRow)
+        .where(RunRow.tenant == tenant, RunRow.status == RunStatus.RUNNING.value)
+    ) or 0
+    if running > limit:
+        raise LimitExceededError(
+            f"tenant {tenant!r} may run at most {limit} run(s) at once (tenants.max_running_runs) and this would make "
+            f"{running}; pause, cancel or wait for one of its running runs, then try again",
+            param="run_id", code="tenant_limit_exceeded",
+        )
+
+
+def delete(session: Session, run_id: str, *, caller: Caller = SERVICE) -> None:
     """Delete a run that is not running with every row under it (foreign keys cascade); ConflictError if running."""
-    row = get(session, run_id, for_update=True)
+    row = get(session, run_id, for_update=True, caller=caller)
     if row.status == RunStatus.RUNNING.value:
         raise ConflictError(
             f"run {run_id} is running; pause or cancel it first, then delete it", param="run_id", code="run_running"
