@@ -22,35 +22,18 @@ from genenv.db.models import RolloutRow, TaskRow, TrainJobRow, VerdictRow
 from genenv.settings import GenEnvSettings
 from genenv_orchestrator.driver import drive
 from genenv_orchestrator.runtime import EmbeddedStack, embedded_stack
+from tests.integration.orchestrator.external_helpers import embedded_settings, external_config
 
 pytestmark = [pytest.mark.slow]
 
 G = 4
 DEADLINE_S = 10.0
-CONFIG: dict[str, Any] = {
-    "mode": "external_agent",
-    "domain": "arithmetic",
-    "epochs": 2,
-    "seeds_per_epoch": 2,
-    "variations_per_seed": 2,
-    "rollouts_per_task": G,
-    "max_task_tokens": 64,
+CONFIG: dict[str, Any] = external_config(
+    G,
     # Every scored batch in band (the agent below succeeds at half its attempts), so the simulator trains each epoch.
-    "curriculum": {"k_min": 0.5},
-    "simulator": {"batch_size": 4, "micro_batch_size": 4},
-    "external": {"epoch_deadline_s": DEADLINE_S, "min_attempted_share": 0.5},
-}
-
-
-def _settings(tmp_path: Path, model_dir: Path, benchmarks_dir: Path) -> GenEnvSettings:
-    return GenEnvSettings.model_validate({
-        "database": {"url": f"sqlite:///{tmp_path / 'genenv.db'}"},
-        "queue": {"eager": True},
-        "orchestrator": {"poll_interval_s": 0.2},
-        "paths": {"home": tmp_path, "adapter_store": tmp_path / "adapters", "model_cache": model_dir.parent,
-                  "benchmarks": benchmarks_dir},
-        "inference": {"backend": "local", "base_model": model_dir.name},
-    })
+    curriculum={"k_min": 0.5},
+    external={"epoch_deadline_s": DEADLINE_S, "min_attempted_share": 0.5},
+)
 
 
 class OutsideAgent:
@@ -138,7 +121,7 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
 
 def test_an_outside_agent_drives_two_epochs_to_completion(tmp_path: Path, model_dir: Path,
                                                           benchmarks_dir: Path) -> None:
-    out = asyncio.run(_run(_settings(tmp_path, model_dir, benchmarks_dir)))
+    out = asyncio.run(_run(embedded_settings(tmp_path, model_dir, benchmarks_dir)))
     assert out["status"] == "completed", out["error"]
     agent: OutsideAgent = out["agent"]
     epochs = out["epochs"]

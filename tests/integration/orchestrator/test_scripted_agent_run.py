@@ -20,36 +20,13 @@ from genenv_control_plane.app import create_app
 from genenv_control_plane.enqueue import InProcessEnqueuer
 from genenv_orchestrator.driver import drive
 from genenv_orchestrator.runtime import embedded_stack
+from tests.integration.orchestrator.external_helpers import embedded_settings, external_config, no_enqueue
 from tests.unit.bench import scripts
 
 pytestmark = [pytest.mark.slow]
 
 G = 4
-CONFIG: dict[str, Any] = {
-    "mode": "external_agent",
-    "domain": "arithmetic",
-    "epochs": 2,
-    "seeds_per_epoch": 2,
-    "variations_per_seed": 2,
-    "rollouts_per_task": G,
-    "max_task_tokens": 64,
-    "simulator": {"batch_size": 4, "micro_batch_size": 4},
-}
-
-
-def _settings(tmp_path: Path, model_dir: Path, benchmarks_dir: Path) -> GenEnvSettings:
-    return GenEnvSettings.model_validate({
-        "database": {"url": f"sqlite:///{tmp_path / 'genenv.db'}"},
-        "queue": {"eager": True},
-        "orchestrator": {"poll_interval_s": 0.2},
-        "paths": {"home": tmp_path, "adapter_store": tmp_path / "adapters", "model_cache": model_dir.parent,
-                  "benchmarks": benchmarks_dir},
-        "inference": {"backend": "local", "base_model": model_dir.name},
-    })
-
-
-async def _nothing(_run_id: str) -> None:
-    return None
+CONFIG: dict[str, Any] = external_config(G)
 
 
 async def _run(settings: GenEnvSettings) -> dict[str, Any]:
@@ -59,7 +36,7 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
         run = await stack.control_plane.create_run(RunConfig.model_validate(CONFIG))
         await stack.control_plane.act(run.id, "start")
         # The outside agent's own way in: a control plane on the same database, as a client elsewhere would see.
-        app = create_app(settings, enqueuer=InProcessEnqueuer(_nothing))
+        app = create_app(settings, enqueuer=InProcessEnqueuer(no_enqueue))
         try:
             async with AsyncExternalAgentClient("http://cp", transport=httpx.ASGITransport(app=app)) as client:
                 playing = asyncio.create_task(driver.play(ScriptedAgent("weak", seed=11), client,
@@ -74,7 +51,7 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
 
 def test_the_scripted_agent_plays_a_two_epoch_run_to_completion(tmp_path: Path, model_dir: Path,
                                                               benchmarks_dir: Path) -> None:
-    out = asyncio.run(_run(_settings(tmp_path, model_dir, benchmarks_dir)))
+    out = asyncio.run(_run(embedded_settings(tmp_path, model_dir, benchmarks_dir)))
     assert out["status"] == "completed" and out["final"] == RunStatus.COMPLETED
     assert [e.phase.value for e in out["epochs"]] == ["closed", "closed"]
     # An epoch whose generations were all rejected has nothing to lease: the driver never sees it.

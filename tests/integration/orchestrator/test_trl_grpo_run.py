@@ -25,6 +25,7 @@ from genenv_control_plane.app import create_app
 from genenv_control_plane.enqueue import InProcessEnqueuer
 from genenv_orchestrator.driver import drive
 from genenv_orchestrator.runtime import embedded_stack
+from tests.integration.orchestrator.external_helpers import embedded_settings, external_config, no_enqueue
 from tests.unit.foundation.external_standin import served
 
 pytestmark = [
@@ -37,33 +38,12 @@ pytestmark = [
 G = 2  # rollouts_per_task = GRPO's num_generations: a task's G attempts are one GRPO group
 PROMPTS_PER_BATCH = 2
 STEPS = 2
-CONFIG: dict[str, Any] = {
-    "mode": "external_agent",
-    "domain": "arithmetic",
-    "epochs": 2,
-    "seeds_per_epoch": 4,
-    "variations_per_seed": 2,
-    "rollouts_per_task": G,
-    "max_task_tokens": 64,
-    "simulator": {"batch_size": 4, "micro_batch_size": 4},
+CONFIG: dict[str, Any] = external_config(
+    G,
+    seeds_per_epoch=4,
     # Accelerate holds one batch ahead, so an epoch with too few valid tasks closes at its deadline instead.
-    "external": {"epoch_deadline_s": 60, "min_attempted_share": 0.5},
-}
-
-
-def _settings(tmp_path: Path, model_dir: Path, benchmarks_dir: Path) -> GenEnvSettings:
-    return GenEnvSettings.model_validate({
-        "database": {"url": f"sqlite:///{tmp_path / 'genenv.db'}"},
-        "queue": {"eager": True},
-        "orchestrator": {"poll_interval_s": 0.2},
-        "paths": {"home": tmp_path, "adapter_store": tmp_path / "adapters", "model_cache": model_dir.parent,
-                  "benchmarks": benchmarks_dir},
-        "inference": {"backend": "local", "base_model": model_dir.name},
-    })
-
-
-async def _nothing(_run_id: str) -> None:
-    return None
+    external={"epoch_deadline_s": 60, "min_attempted_share": 0.5},
+)
 
 
 def _train(client: ExternalAgentClient, run_id: str, model_dir: Path, out: Path) -> dict[str, Any]:
@@ -97,7 +77,7 @@ async def _run(settings: GenEnvSettings, model_dir: Path, out: Path) -> dict[str
     async with embedded_stack(settings) as stack:
         run = await stack.control_plane.create_run(RunConfig.model_validate(CONFIG))
         await stack.control_plane.act(run.id, "start")
-        app = create_app(settings, enqueuer=InProcessEnqueuer(_nothing))
+        app = create_app(settings, enqueuer=InProcessEnqueuer(no_enqueue))
         try:
             with served(app) as url, ExternalAgentClient(url) as client:
                 driving = asyncio.create_task(drive(stack.context, run.id))
@@ -126,7 +106,7 @@ def test_grpo_trainer_trains_on_leased_tasks_with_the_services_verdicts(
 ) -> None:
     pytest.importorskip("trl")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    settings = _settings(tmp_path, model_dir, benchmarks_dir)
+    settings = embedded_settings(tmp_path, model_dir, benchmarks_dir)
     out = asyncio.run(_run(settings, model_dir, tmp_path / "trl"))
 
     assert out["step"] == STEPS
