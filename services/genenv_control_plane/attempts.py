@@ -13,11 +13,13 @@ from datetime import UTC, datetime
 import httpx
 from starlette.concurrency import run_in_threadpool
 
+from genenv import catalogue
 from genenv.clients.base import ApiError
 from genenv.clients.verifier import VerifierClient
 from genenv.contracts.errors import UnavailableError
 from genenv.contracts.leases import AttemptsRecorded, AttemptsReport
 from genenv.contracts.rollouts import Verdict, VerifyItem, VerifyRequest
+from genenv.contracts.runs import RunConfig
 from genenv.db.repositories import leases
 from genenv.settings import AuthSettings, GenEnvSettings
 from genenv_control_plane.deps import ControlPlane
@@ -100,6 +102,16 @@ async def report_attempts(
         ))
         for (i, _), verdict in zip(replies, scored, strict=True):
             verdicts[i] = verdict
-    final = [v if v is not None else leases.client_verdict(plan.config, a)
+    final = [v if v is not None else client_verdict(plan.config, a)
              for v, a in zip(verdicts, plan.attempts, strict=True)]
     return await run_in_threadpool(_record, cp, run_id, report, final, key, digest)
+
+
+def client_verdict(config: RunConfig, attempt: leases.PlannedAttempt) -> Verdict:
+    """The verdict of a client-scored attempt: valid, its score, a success at the run's threshold (or the domain's
+    default threshold when the run sets none)."""
+    assert attempt.score is not None
+    threshold = config.curriculum.success_threshold
+    if threshold is None:
+        threshold = catalogue.for_task(attempt.domain, attempt.payload).default_success_threshold
+    return Verdict(valid=True, score=attempt.score, success=attempt.score >= threshold)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
+from genenv import catalogue
 from genenv.contracts.leases import AttemptsRecorded, AttemptsReport, Lease, LeaseRequest
 from genenv.db.repositories import leases
 from genenv_control_plane.attempts import AttemptVerifier, report_attempts
@@ -31,7 +32,7 @@ def lease_tasks(run_id: RunId, body: LeaseRequest, cp: ControlPlaneDep, caller: 
     with cp.transaction() as session:
         if caller.limited:
             leases.check_open_leases(session, caller.tenant, cp.settings.tenants.max_open_leases, now)
-        return leases.take_lease(session, run_id, body, now)
+        return leases.take_lease(session, run_id, body, now, _agent_messages)
 
 
 def _verifier(request: Request, cp: ControlPlaneDep) -> AttemptVerifier:
@@ -48,3 +49,7 @@ async def post_attempts(
     """Record each attempt as a rollout with its verdict (the domain's checker, via the verifier, or the client's
     score with external.scoring: client)."""
     return await report_attempts(cp, _verifier(request, cp), run_id, body, idempotency_key)
+
+
+def _agent_messages(domain: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return catalogue.for_task(domain, payload).agent_messages(payload)

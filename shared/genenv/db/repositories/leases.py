@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from genenv import catalogue
 from genenv.contracts.epochs import EpochPhase
 from genenv.contracts.errors import ConflictError, LimitExceededError, NotFoundError, UnprocessableError
 from genenv.contracts.leases import (
@@ -133,10 +132,17 @@ def check_open_leases(session: Session, tenant: str, limit: int | None, now: dat
         )
 
 
-def take_lease(session: Session, run_id: str, request: LeaseRequest, now: datetime) -> Lease:
+AgentMessages = Callable[[str, dict[str, Any]], list[dict[str, Any]]]
+"""A task's agent prompt from its domain name and payload (the domain's ``agent_messages``)."""
+
+
+def take_lease(
+    session: Session, run_id: str, request: LeaseRequest, now: datetime, agent_messages: AgentMessages
+) -> Lease:
     """Lease up to ``request.limit`` tasks of the run's current epoch with all their open attempts (the tasks with
     the fewest attempts first, so attempts spread over the epoch); an empty lease with retry_after_s when none is
-    open or the epoch is not at ROLLOUT."""
+    open or the epoch is not at ROLLOUT. The caller renders each task's prompt (``agent_messages``): the repository
+    reads and writes rows and never looks a domain up."""
     run, config = _lock_run(session, run_id)
     _require_running(run)
     epoch = run.current_epoch
@@ -171,7 +177,7 @@ def take_lease(session: Session, run_id: str, request: LeaseRequest, now: dateti
     for _, task_id, domain, payload, n in chosen:
         session.add(LeaseItemRow(lease_id=lease.id, task_id=task_id, attempts=n, reported=0))
         items.append(LeaseItem(task_id=task_id, domain=domain, attempts=n,
-                               messages=catalogue.for_task(domain, payload).agent_messages(payload),
+                               messages=agent_messages(domain, payload),
                                payload=payload if client_scores else None))
     session.flush()
     return Lease(lease_id=lease.id, expires_at=as_utc(lease.expires_at), epoch=epoch, items=items)
@@ -255,15 +261,6 @@ def check_report(
         domain, payload = tasks[attempt.task_id]
         planned.append(PlannedAttempt(attempt.task_id, domain, payload, attempt.reply, attempt.score))
     return ReportPlan(config=config, epoch=lease.epoch, attempts=planned)
-
-
-def client_verdict(config: RunConfig, attempt: PlannedAttempt) -> Verdict:
-    """The verdict of a client-scored attempt: valid, its score, a success at the run's threshold."""
-    assert attempt.score is not None
-    threshold = config.curriculum.success_threshold
-    if threshold is None:
-        threshold = catalogue.for_task(attempt.domain, attempt.payload).default_success_threshold
-    return Verdict(valid=True, score=attempt.score, success=attempt.score >= threshold)
 
 
 def _verdict_row(rollout_id: int, v: Verdict) -> VerdictRow:
