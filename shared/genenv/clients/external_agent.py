@@ -405,7 +405,33 @@ def _idle_wait(lease: Lease) -> float:
     return min(lease.retry_after_s if lease.retry_after_s is not None else IDLE_WAIT_S, MAX_IDLE_WAIT_S)
 
 
-class PromptStream:
+class _Stream:
+    """What the sync and async prompt streams share: the lease settings, the ledger and what it reports."""
+
+    def __init__(self, run_id: str, limit: int, lease_s: int,
+                 on_report: Callable[[AttemptsRecorded], None] | None) -> None:
+        self.limit = limit
+        self.lease_s = lease_s
+        self.on_report = on_report
+        self._ledger = _Ledger(run_id)
+
+    @property
+    def stopped(self) -> ApiError | None:
+        """The 409 that ended the stream (the run is not running), None while it runs."""
+        return self._ledger.stopped
+
+    @property
+    def expired(self) -> list[ApiError]:
+        """Reports refused with a 409 of GONE (expired lease, closed epoch, stopped run): not recorded."""
+        return self._ledger.expired
+
+    @property
+    def stats(self) -> StreamStats:
+        """Counts and wall time of this stream's calls so far."""
+        return self._ledger.stats
+
+
+class PromptStream(_Stream):
     """Leased prompts of one run, one per attempt::
 
         stream = client.prompts(run_id)
@@ -429,27 +455,9 @@ class PromptStream:
         on_report: Callable[[AttemptsRecorded], None] | None,
         sleep: Callable[[float], None],
     ) -> None:
+        super().__init__(run_id, limit, lease_s, on_report)
         self.client = client
-        self.limit = limit
-        self.lease_s = lease_s
-        self.on_report = on_report
         self._sleep = sleep
-        self._ledger = _Ledger(run_id)
-
-    @property
-    def stopped(self) -> ApiError | None:
-        """The 409 that ended the stream (the run is not running), None while it runs."""
-        return self._ledger.stopped
-
-    @property
-    def expired(self) -> list[ApiError]:
-        """Reports refused with a 409 of GONE (expired lease, closed epoch, stopped run): not recorded."""
-        return self._ledger.expired
-
-    @property
-    def stats(self) -> StreamStats:
-        """Counts and wall time of this stream's calls so far."""
-        return self._ledger.stats
 
     def __iter__(self) -> Iterator[LeasedPrompt]:
         while True:
@@ -500,7 +508,7 @@ class PromptStream:
                 self.on_report(recorded)
 
 
-class AsyncPromptStream:
+class AsyncPromptStream(_Stream):
     """:class:`PromptStream` for async code::
 
         stream = client.prompts(run_id)
@@ -518,27 +526,9 @@ class AsyncPromptStream:
         on_report: Callable[[AttemptsRecorded], None] | None,
         sleep: Callable[[float], Awaitable[None]],
     ) -> None:
+        super().__init__(run_id, limit, lease_s, on_report)
         self.client = client
-        self.limit = limit
-        self.lease_s = lease_s
-        self.on_report = on_report
         self._sleep = sleep
-        self._ledger = _Ledger(run_id)
-
-    @property
-    def stopped(self) -> ApiError | None:
-        """The 409 that ended the stream (the run is not running), None while it runs."""
-        return self._ledger.stopped
-
-    @property
-    def expired(self) -> list[ApiError]:
-        """Reports refused with a 409 of GONE (expired lease, closed epoch, stopped run): not recorded."""
-        return self._ledger.expired
-
-    @property
-    def stats(self) -> StreamStats:
-        """Counts and wall time of this stream's calls so far."""
-        return self._ledger.stats
 
     async def __aiter__(self) -> AsyncIterator[LeasedPrompt]:
         while True:
