@@ -233,9 +233,9 @@ def _finish_phase(ctx: OrchestratorContext, run_id: str, epoch: int, phase: Epoc
         if row.phase != phase.value:  # another advancer already recorded it
             return
         summary = dict(row.summary or {})
-        started = summary.get("_phase_started", {}).get(phase.value, time.time())
+        started = q.phase_started(row, phase) or time.time()
         seconds = dict(summary.get("phase_seconds", {}))
-        seconds[phase.value] = round(time.time() - float(started), 3)
+        seconds[phase.value] = round(time.time() - started, 3)
         q.merge_summary(row, phase_seconds=seconds)
         row.phase = next_phase(phase).value
 
@@ -392,8 +392,8 @@ def _close_epoch(
     """Store the summary of an epoch in CLOSE and advance the run; (run status, run name, summary)."""
     internal = dict(row.summary or {})
     seconds = dict(internal.get("phase_seconds", {}))
-    started = internal.get("_phase_started", {}).get(EpochPhase.CLOSE.value, time.time())
-    seconds[EpochPhase.CLOSE.value] = round(time.time() - float(started), 3)
+    started = q.phase_started(row, EpochPhase.CLOSE) or time.time()
+    seconds[EpochPhase.CLOSE.value] = round(time.time() - started, 3)
     summary = compute_summary(s, run_id, epoch, seconds)
     dominant = dominant_rejection(summary.rejections, summary.tasks_valid)
     if dominant is not None:

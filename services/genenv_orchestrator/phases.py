@@ -147,10 +147,10 @@ def _external_attempts(ctx: OrchestratorContext, run: RunView, epoch: int) -> Ph
     with session_scope(ctx.session_factory) as s:
         progress = leases.epoch_attempts(s, run.id, epoch, cfg.rollouts_per_task)
         row = q.get_or_create_epoch(s, run.id, epoch)
-        started = (row.summary or {}).get("_phase_started", {}).get(EpochPhase.ROLLOUT.value)
+        started = q.phase_started(row, EpochPhase.ROLLOUT)
     if progress.complete_tasks >= progress.valid_tasks:  # every task attempted in full (or no valid task at all)
         return PhaseResult.DONE
-    waited = 0.0 if started is None else time.time() - float(started)
+    waited = 0.0 if started is None else time.time() - started
     share = progress.attempted_tasks / progress.valid_tasks
     if waited >= cfg.external.epoch_deadline_s and share >= cfg.external.min_attempted_share:
         return PhaseResult.DONE
@@ -253,9 +253,7 @@ async def score(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
 
 def _train_kinds(cfg: RunConfig) -> list[JobKind]:
     # A frozen agent (agent.train = false) gets no job at all, so it never gets an adapter: rollouts stay the base's.
-    # An outside agent is trained by its owner, never here.
-    trains_agent = cfg.agent.train and not cfg.policy.external_agent
-    return [*([JobKind.TRAIN_AGENT] if trains_agent else []),
+    return [*([JobKind.TRAIN_AGENT] if cfg.trains_agent else []),
             *([JobKind.TRAIN_SIMULATOR] if cfg.trains_simulator else [])]
 
 

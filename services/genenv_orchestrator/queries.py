@@ -62,6 +62,12 @@ def unverified_rollouts(session: Session, run_id: str, epoch: int, limit: int) -
     return [(r, t) for r, t in session.execute(stmt).tuples()]
 
 
+def phase_started(row: EpochRow, phase: EpochPhase) -> float | None:
+    """When the epoch's ``phase`` started (Unix seconds, kept in its summary's ``_phase_started``), None if never."""
+    started = (row.summary or {}).get("_phase_started", {}).get(phase.value)
+    return None if started is None else float(started)
+
+
 def merge_summary(row: EpochRow, **values: Any) -> None:
     """Update keys of the epoch's JSON summary (reassigned so SQLAlchemy sees the change)."""
     summary = dict(row.summary or {})

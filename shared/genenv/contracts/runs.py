@@ -382,6 +382,11 @@ class RunConfig(WriteModel):
         return modes.policy(self.mode)
 
     @property
+    def trains_agent(self) -> bool:
+        """Whether our trainer updates the agent: agent.train, and never an outside agent (its owner trains it)."""
+        return self.agent.train and not self.policy.external_agent
+
+    @property
     def trains_simulator(self) -> bool:
         """Whether the mode trains the simulator (genenv on the band; generic_rwr on a size-matched selection)."""
         return self.policy.trains_simulator
