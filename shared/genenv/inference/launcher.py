@@ -236,7 +236,7 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout_s: float = 60.0) -> Non
         proc.wait()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGTERM when the launcher dies, even by SIGKILL (Linux prctl PR_SET_PDEATHSIG)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
@@ -252,7 +252,7 @@ def serve(
 ) -> int:
     """Run the server in the foreground until it exits; SIGTERM/SIGINT are forwarded to it. Its exit code."""
     env_vars = build_env(cfg, env if env is not None else os.environ)
-    proc = subprocess.Popen(build_command(cfg), env=env_vars, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(build_command(cfg), env=env_vars, preexec_fn=die_with_parent)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if proc.poll() is None:

@@ -216,3 +216,35 @@ def test_started_waits_for_health_and_stops_the_server_after_the_block(tmp_path:
         [sys.executable, "-c", "raise SystemExit(4)"], "http://127.0.0.1:9", log=tmp_path / "dead.log", poll_s=0.1
     ):
         pass
+
+
+def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """What `genenv quickstart` / `experiment run` start their model server with: SIGKILL the parent (the OOM
+    killer, a second Ctrl-C) and the server is not left behind holding its memory and port."""
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from genenv.inference.launcher import die_with_parent\n"
+        "child = subprocess.Popen(['sleep', '120'], preexec_fn=die_with_parent)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(120)\n")])
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the parent never started its child"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    os.kill(child, 0)  # alive
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        # Reaped by init once dead; until then a zombie still answers kill(0): look at its state.
+        state = Path(f"/proc/{child}/stat").read_text().split()[2] if Path(f"/proc/{child}/stat").exists() else "X"
+        if state in ("Z", "X"):
+            break
+        assert time.monotonic() < deadline, "the child outlived its killed parent"
+        time.sleep(0.05)
