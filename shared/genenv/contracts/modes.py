@@ -126,6 +126,10 @@ MODES: dict[str, ModePolicy] = {
               "Co-evolution with an outside agent: the simulator writes each epoch's tasks for a client that leases "
               "them and reports its attempts, and is trained by RWR on the α band.",
               attempts=AttemptSource.EXTERNAL),
+        _mode("external_random_simulator", TaskSource.EACH_EPOCH, SimulatorPool.NONE, AgentData.GENERATED, "#8c564b",
+              "The outside agent's baseline: the simulator writes each epoch's tasks for the client and is never "
+              "trained (what the outside agent would get from the untrained simulator).",
+              attempts=AttemptSource.EXTERNAL),
     )
 }
 """The run modes, in report order (the order of every per-mode table, legend and figure)."""
