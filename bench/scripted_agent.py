@@ -16,7 +16,9 @@ against which the simulator's progress is read (issue 33, item 5). Each epoch pr
   idle: time the client waited with nothing leasable since the previous line (the service generating, scoring
   and training around this epoch: not the protocol's overhead).
 
-    python bench/scripted_agent.py --run-id RUN --preset weak [--url URL] [--token TOKEN]
+    python bench/scripted_agent.py --run-id RUN --preset weak [--url URL] [--token TOKEN] [--json OUT.json]
+
+``--json`` also writes every epoch's numbers (the line's fields, the service's summary) for a table or a figure.
 
 The run must be an external_agent run on the arithmetic domain; a run still 'created' is waited for (start it
 with ``genenv runs start RUN``). Exits 0 when the run ends completed, 1 when it failed or was cancelled.
@@ -27,11 +29,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from genenv.clients.base import ApiError
 from genenv.clients.control_plane import ControlPlaneClient
@@ -62,6 +67,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help=f"Bearer token (default ${TOKEN_ENV}; none when the control plane has auth off).")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="Most tasks per lease (1-256).")
     p.add_argument("--lease-s", type=int, default=DEFAULT_LEASE_S, help="Seconds a lease holds its tasks (10-3600).")
+    p.add_argument("--json", type=Path, default=None,
+                   help="Also write the epochs' numbers (each progress line's fields) to this JSON file.")
     p.add_argument("--wait-start-s", type=float, default=600.0,
                    help="How long to wait for a run that is still 'created' to be started.")
     args = p.parse_args(argv)
@@ -129,6 +136,20 @@ def epoch_line(tally: EpochTally, summary: EpochSummary | None) -> str:
         f"(agent's true p̄ {_f(tally.true_p)}, true in-band {_f(tally.true_in_band)}) · {service} · lease+report "
         f"{overhead:.2f} s ({per_1000} per 1,000 attempts) · idle {tally.stats.idle_s:.1f} s{refused}"
     )
+
+
+def epoch_record(tally: EpochTally, summary: EpochSummary | None) -> dict[str, Any]:
+    """The numbers of one epoch's progress line, for ``--json``."""
+    overhead = tally.stats.lease_s + tally.stats.report_s
+    return {
+        "epoch": tally.epoch, "attempts": tally.attempts, "tasks": len(tally.task_p), "verdicts": tally.verdicts,
+        "invalid": tally.invalid, "success": tally.success, "true_p": tally.true_p,
+        "true_in_band": tally.true_in_band, "service_p_hat": None if summary is None else summary.p_hat,
+        "service_in_band": None if summary is None else summary.in_band_share,
+        "lease_s": tally.stats.lease_s, "report_s": tally.stats.report_s, "idle_s": tally.stats.idle_s,
+        "overhead_s_per_1000": overhead / tally.verdicts * 1000 if tally.verdicts else None,
+        "refused": tally.stats.refused,
+    }
 
 
 def _minus(after: StreamStats, before: StreamStats) -> StreamStats:
@@ -218,8 +239,13 @@ async def _main(args: argparse.Namespace) -> int:
     agent = ScriptedAgent(args.preset, seed=args.seed)
     async with (AsyncExternalAgentClient(args.url, token=args.token) as client,
                 ControlPlaneClient(args.url, token=args.token) as control):
-        status, _ = await play(agent, client, control, args.run_id, limit=args.limit, lease_s=args.lease_s,
-                               wait_start_s=args.wait_start_s)
+        status, tallies = await play(agent, client, control, args.run_id, limit=args.limit, lease_s=args.lease_s,
+                                     wait_start_s=args.wait_start_s)
+        if args.json is not None:
+            # Summaries read again at the end: an epoch's is stored once it is scored, after the client moved on.
+            epochs = [epoch_record(t, await _summary(control, args.run_id, t.epoch)) for t in tallies]
+            args.json.write_text(json.dumps({"run_id": args.run_id, "preset": args.preset, "seed": args.seed,
+                                             "status": str(status), "epochs": epochs}, indent=1))
     return 0 if status == RunStatus.COMPLETED else 1
 
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -71,13 +73,24 @@ def test_epoch_line_without_a_stored_summary() -> None:
     assert "true p̄ 0.70, true in-band 0.50" in line and "service summary not stored yet" in line
 
 
-def test_main_plays_over_a_socket_and_exits_0_when_the_run_completed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_plays_over_a_socket_and_exits_0_when_the_run_completed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     driver = scripts.load("scripted_agent")
     fake = Fake(epochs=2)
+    written = tmp_path / "epochs.json"
     with served(app(fake)) as url:
-        assert driver.main(["--run-id", RUN, "--url", url, "--token", TOKEN, "--preset", "strong", "--limit", "5"]) == 0
+        assert driver.main(["--run-id", RUN, "--url", url, "--token", TOKEN, "--preset", "strong", "--limit", "5",
+                            "--json", str(written)]) == 0
         assert driver.main(["--run-id", "nope", "--url", url, "--token", TOKEN]) == 2  # 404: the envelope's message
     out, err = capsys.readouterr()
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("epoch ")] == ["epoch 0", "epoch 1"]
     assert out.splitlines()[-1] == f"run {RUN} is completed"
     assert err.strip() == "error [run_id]: no run nope"
+    # --json: the same epochs, with the numbers of their lines.
+    record = json.loads(written.read_text())
+    assert record["run_id"] == RUN and record["preset"] == "strong" and record["status"] == "completed"
+    assert [e["epoch"] for e in record["epochs"]] == [0, 1]
+    for e in record["epochs"]:
+        assert e["attempts"] == e["verdicts"] > 0 and 0.0 <= e["true_p"] <= 1.0
+        assert e["service_p_hat"] is not None and e["overhead_s_per_1000"] > 0
