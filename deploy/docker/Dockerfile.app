@@ -9,16 +9,23 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md ./
+# The dependencies get a layer keyed on pyproject.toml alone (project_requirements.py lists its
+# [project].dependencies): a change to the sources then reinstalls only the genenv package
+# (`--no-deps .`, seconds), not every dependency (docs/deployment.md, "Building the images").
+# bfcl-eval without its dependencies: the verifier's BFCL multi-turn scoring needs only its pure-Python sources
+# (its pinned dependencies would pull in model SDKs).
+COPY pyproject.toml ./
+COPY deploy/docker/project_requirements.py /tmp/project_requirements.py
+RUN python /tmp/project_requirements.py pyproject.toml >/tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps bfcl-eval==2026.3.23
+COPY README.md ./
 COPY shared ./shared
 COPY services ./services
 # A plain (non-editable) install of the core distribution; the venv is copied whole into the runtime stage. The
 # import check fails the build if uvloop went missing: the HTTP services' loop (genenv.http.serve also sets
 # TCP_NODELAY itself, so the stdlib loop serves without stalls too, at more CPU per request).
-# bfcl-eval without its dependencies: the verifier's BFCL multi-turn scoring needs only its pure-Python sources
-# (its pinned dependencies would pull in model SDKs).
-RUN /opt/venv/bin/pip install --no-cache-dir . \
- && /opt/venv/bin/pip install --no-cache-dir --no-deps bfcl-eval==2026.3.23 \
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
  && /opt/venv/bin/python -c "import genenv.settings, genenv.queue, uvloop" \
  && if /opt/venv/bin/python -c "import torch" 2>/dev/null; then echo "torch must not be in the app image" >&2; exit 1; fi
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deploy_policy import check_dockerfile, dockerfiles, parse_dockerfile, read_env_file
+from deploy_policy import Instruction, check_dockerfile, dockerfiles, parse_dockerfile, read_env_file
 
 NAMES = [p.name for p in dockerfiles()]
 
@@ -58,16 +58,53 @@ def test_genenv_variables_set_in_images_are_settings(repo: Path, name: str, know
     assert used - known_env == set()
 
 
+def requirement_extras(instructions: list[Instruction]) -> list[str]:
+    """The extras a Dockerfile passes to project_requirements.py (the one RUN that lists the dependencies)."""
+    found = [re.search(r"project_requirements\.py pyproject\.toml([\w ]*)>", i.args) for i in instructions]
+    lists = [m.group(1).split() for m in found if m]
+    assert len(lists) == 1, "expected one RUN step listing the dependencies with project_requirements.py"
+    return lists[0]
+
+
 def test_app_image_has_no_torch_and_trainer_image_has_the_train_extra(repo: Path) -> None:
-    app = " ".join(
-        i.args for i in parse_dockerfile((repo / "deploy/docker/Dockerfile.app").read_text()) if i.op == "RUN"
-    )
-    trainer = " ".join(
-        i.args for i in parse_dockerfile((repo / "deploy/docker/Dockerfile.trainer").read_text()) if i.op == "RUN"
-    )
-    assert "pip install --no-cache-dir ." in app and "[train]" not in app
-    assert "torch must not be in the app image" in app  # the build fails if a dependency pulls torch in
-    assert '".[train]"' in trainer and "TORCH_INDEX_URL" in trainer
+    app = parse_dockerfile((repo / "deploy/docker/Dockerfile.app").read_text())
+    trainer = parse_dockerfile((repo / "deploy/docker/Dockerfile.trainer").read_text())
+    app_runs = " ".join(i.args for i in app if i.op == "RUN")
+    assert requirement_extras(app) == [] and "[train]" not in app_runs
+    assert "torch must not be in the app image" in app_runs  # the build fails if a dependency pulls torch in
+    assert requirement_extras(trainer) == ["train"]
+    assert "TORCH_INDEX_URL" in " ".join(i.args for i in trainer if i.op == "RUN")
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.app", "Dockerfile.trainer", "Dockerfile.vllm-cpu"])
+def test_dependencies_are_installed_before_the_sources_are_copied(repo: Path, name: str) -> None:
+    """The layer cache: a source change must not invalidate the layer that installs the dependencies."""
+    instructions = parse_dockerfile((repo / "deploy/docker" / name).read_text())
+    first, runtime = [n for n, i in enumerate(instructions) if i.op == "FROM"][:2]
+    build = instructions[first:runtime]  # the build stage
+    deps = next(n for n, i in enumerate(build) if i.op == "RUN" and "project_requirements.py" in i.args)
+    sources = next(n for n, i in enumerate(build) if i.op == "COPY" and i.args.startswith(("shared", "services")))
+    assert deps < sources
+    copied_before = {i.args.split()[0] for i in build[:deps] if i.op == "COPY"}
+    assert copied_before <= {"pyproject.toml", "deploy/vllm/versions.env", "deploy/docker/project_requirements.py"}
+    assert "-r /tmp/requirements.txt" in build[deps].args
+    installs = [i.args for i in build[sources:] if i.op == "RUN" and "pip install" in i.args]
+    assert installs and all("pip install --no-cache-dir --no-deps ." in a for a in installs)
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.app", "Dockerfile.trainer", "Dockerfile.vllm-cpu"])
+def test_dockerignore_sends_what_the_dockerfile_copies(repo: Path, name: str) -> None:
+    sent = [
+        line[1:].removesuffix("/**")
+        for line in (repo / "deploy/docker" / f"{name}.dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    instructions = parse_dockerfile((repo / "deploy/docker" / name).read_text())
+    sources = [i.args.split()[0] for i in instructions if i.op == "COPY" and not i.args.startswith("--from")]
+    sources += re.findall(r"--mount=type=bind,source=([^,\s]+)", " ".join(i.args for i in instructions))
+    # A folder counts as sent when the patterns keep it or a part of it (shared -> !shared/genenv/**).
+    missing = [s for s in sources if not any(p == s or p.startswith(s + "/") or s.startswith(p + "/") for p in sent)]
+    assert missing == []
 
 
 @pytest.mark.parametrize("name", ["Dockerfile.app", "Dockerfile.trainer", "Dockerfile.vllm-cpu"])
