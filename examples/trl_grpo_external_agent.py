@@ -31,9 +31,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prompts", type=int, default=4, help="Tasks per generation batch (each gets G completions).")
     p.add_argument("--learning-rate", type=float, default=1e-5, help="The agent's learning rate.")
     p.add_argument("--max-completion-length", type=int, default=24, help="New tokens per completion.")
-    p.add_argument("--lease-s", type=int, default=120,
-                   help="Seconds a lease holds its tasks: one batch read ahead is never answered when training "
-                   "stops, and its tasks return to the pool after this.")
+    p.add_argument("--lease-s", type=int, default=600,
+                   help="Seconds a lease holds its tasks. At least two optimizer steps: accelerate leases one batch "
+                   "ahead, answered a step later (at 120 s, with ~70 s steps on a loaded 2-core CPU, that batch's "
+                   "report came back 409 lease_expired). No longer than needed: when training stops, the batch read "
+                   "ahead is never answered and its tasks return to the pool only after this.")
     p.add_argument("--output-dir", type=Path, default=Path("trl-out"), help="TRL's output folder.")
     p.add_argument("--url", default=os.environ.get("GENENV_URL"), help="Control plane (default $GENENV_URL).")
     p.add_argument("--token", default=os.environ.get("GENENV_TOKEN"), help="Bearer token (default $GENENV_TOKEN).")

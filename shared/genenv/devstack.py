@@ -33,10 +33,13 @@ def documented_ports(base: int = DEFAULT_BASE_PORT) -> dict[str, int]:
 
 
 def ports_in_use(ports: Mapping[str, int]) -> dict[str, int]:
-    """The services whose port on 127.0.0.1 is already taken."""
+    """The services whose port on 127.0.0.1 is already taken (something listens on it)."""
     taken = {}
     for name, port in ports.items():
         with socket.socket() as s:
+            # As uvicorn binds: connections of a stack that just stopped linger in TIME_WAIT for a minute and
+            # would fail a plain bind, though the service would start; only a listener makes the port taken.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
