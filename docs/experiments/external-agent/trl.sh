@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # docs/external-agent.md, section 2b, as run: a `genenv up` stack, an external_agent run (3 epochs of
 # examples/external-agent-arithmetic.yaml, short epoch deadline), and examples/trl_grpo_external_agent.py training
-# SmolLM2-135M-Instruct with TRL's GRPOTrainer on its tasks for STEPS steps; then what the run stored.
+# SmolLM2-135M-Instruct with TRL's GRPOTrainer on its tasks for STEPS steps; then what the run stored. A refused
+# report (exit 1 of the example) does not stop it: the run's record is what shows why.
 #   bash docs/experiments/external-agent/trl.sh [OUT_DIR]     # OUT/trl.out, OUT/trl-run.txt; logs in OUT/logs
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -22,7 +23,7 @@ genenv runs start "$run" >/dev/null
 model="$HOME/.genenv/models/smollm2-135m-instruct"   # prepared by scripts/setup.sh (genenv models prepare)
 { echo "\$ python examples/trl_grpo_external_agent.py --run-id RUN_ID --model $model --steps $STEPS --prompts $PROMPTS"
   HF_HUB_OFFLINE=1 python -W ignore examples/trl_grpo_external_agent.py --run-id "$run" --model "$model" \
-    --steps "$STEPS" --prompts "$PROMPTS" --output-dir "$out/logs/trl-out" 2>&1 | grep -v "it/s\]$" ; } | tee "$out/trl.out"
+    --steps "$STEPS" --prompts "$PROMPTS" --output-dir "$out/logs/trl-out" 2>&1 | tr '\r' '\n' | grep -vE "(it|s/it)\]$|^ *$" || true; } | tee "$out/trl.out"
 sleep 5
 # What the run stored of the trainer's attempts: each epoch's summary (GET /v1/runs/ID/epochs).
 curl -sS -H "Authorization: Bearer $GENENV_TOKEN" "$GENENV_URL/v1/runs/$run/epochs" | python -c '
