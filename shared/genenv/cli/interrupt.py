@@ -1,7 +1,7 @@
 """Ctrl-C for the commands that drive runs in this process (quickstart, experiment run/resume).
 
 The first Ctrl-C cancels the driving coroutine: the run stops at its current await and the stack closes as after
-any stop (what is stored stays; `genenv experiment resume` or `genenv runs drive` goes on from the stored phase).
+any stop (what is stored stays; `genenv experiment resume` goes on from the stored phase).
 A second Ctrl-C quits at once, whatever the process is waiting on.
 
 Why not asyncio.run's own handling: it cancels on the first Ctrl-C too, but its close then waits, with no limit,
@@ -32,22 +32,21 @@ def run_interruptible(main: Coroutine[Any, Any, T], *, resume_hint: str) -> T:
     """Run ``main`` to its end on a new event loop; Ctrl-C once stops it (KeyboardInterrupt once the loop has
     closed), twice quits the process at once with exit code 130. ``resume_hint`` says how to go on (stderr)."""
     interrupts = 0
-    task: asyncio.Task[T] | None = None
-    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None  # the running coroutine's task, once the loop has started it
 
     def on_sigint(_signum: int, _frame: FrameType | None) -> None:
         nonlocal interrupts
         interrupts += 1
-        if interrupts == 1 and task is not None and loop is not None and not task.done():
+        if interrupts == 1 and task is not None and not task.done():
             _say(f"stopping (Ctrl-C again quits at once); {resume_hint}")
-            loop.call_soon_threadsafe(task.cancel)
+            task.get_loop().call_soon_threadsafe(task.cancel)
             return
         _say(f"quitting now; {resume_hint}")
         os._exit(EXIT_INTERRUPTED)
 
     async def wrapped() -> T:
-        nonlocal task, loop
-        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        nonlocal task
+        task = asyncio.current_task()
         return await main
 
     previous = signal.signal(signal.SIGINT, on_sigint)
