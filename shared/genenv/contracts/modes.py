@@ -130,6 +130,11 @@ MODES: dict[str, ModePolicy] = {
               "The outside agent's baseline: the simulator writes each epoch's tasks for the client and is never "
               "trained (what the outside agent would get from the untrained simulator).",
               attempts=AttemptSource.EXTERNAL),
+        _mode("external_generic_rwr", TaskSource.EACH_EPOCH, SimulatorPool.RANDOM_SIZE_MATCHED, AgentData.GENERATED,
+              "#e377c2",
+              "The outside agent's control for any fine-tuning: the simulator trained at external_agent's dose on a "
+              "random, size-matched selection of its own valid generations, weight 1.",
+              attempts=AttemptSource.EXTERNAL),
     )
 }
 """The run modes, in report order (the order of every per-mode table, legend and figure)."""

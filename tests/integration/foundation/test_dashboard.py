@@ -96,7 +96,7 @@ async def test_dashboard_experiment_view_uses_the_report_mode_colours(
     colours = {m["name"]: m["colour"] for m in listed}
     assert colours == {"genenv": "#1f77b4", "random_simulator": "#ff7f0e", "static_augmentation": "#2ca02c",
                        "agent_only": "#7f7f7f", "generic_rwr": "#9467bd", "external_agent": "#d62728",
-                       "external_random_simulator": "#8c564b"}
+                       "external_random_simulator": "#8c564b", "external_generic_rwr": "#e377c2"}
     # A mode added to the table is coloured by the generated stylesheet, after the fallback it overrides.
     extra = MODES["genenv"].model_copy(update={"name": "test_mode", "colour": "#123456"})
     monkeypatch.setitem(MODES, "test_mode", extra)

@@ -99,6 +99,17 @@ def test_weak_frontier_at_one_half_is_documented() -> None:
     assert weak.frontier(0.5)[0].in_domain and not weak.frontier(0.5)[5].in_domain
 
 
+def test_capable_and_struggling_sit_on_either_side_of_what_the_simulator_writes_most() -> None:
+    # The untrained 135M simulator's commonest task is a 2-digit sum (41 % of its epoch-0 tasks in the pilot):
+    # the capable agent finds it too easy, the struggling one too hard, and each has its p = 0.5 frontier one digit
+    # (or two operators) away, where the simulator still writes.
+    capable, struggling = PRESETS["capable"], PRESETS["struggling"]
+    two_digit_sum = TaskFeatures(digits=2, operators=1)
+    assert capable.probability(two_digit_sum) > 0.75 > 0.25 > struggling.probability(two_digit_sum)
+    assert 3.0 < capable.digits_at(0.5, 1) < 4.0 and capable.digits_at(0.5, 3) == pytest.approx(2.0)
+    assert 1.0 < struggling.digits_at(0.5, 1) < 2.0 and struggling.digits_at(0.5, 3) == pytest.approx(1.0)
+
+
 def test_seeded_agent_is_deterministic_and_seeds_differ() -> None:
     messages = DOMAIN.agent_messages(make_payload("47 + 38 - 12"))
     agents = [ScriptedAgent("weak", seed=s) for s in (3, 3, 4)]

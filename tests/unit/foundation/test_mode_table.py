@@ -25,11 +25,13 @@ def extra_mode(monkeypatch: pytest.MonkeyPatch) -> str:
     return mode.name
 
 
-def test_the_table_holds_the_seven_modes_with_their_behaviour() -> None:
+def test_the_table_holds_the_eight_modes_with_their_behaviour() -> None:
     assert list(MODES) == ["genenv", "random_simulator", "static_augmentation", "agent_only", "generic_rwr",
-                           "external_agent", "external_random_simulator"]
-    assert [m.name for m in MODES.values() if m.trains_simulator] == ["genenv", "generic_rwr", "external_agent"]
-    assert [m.name for m in MODES.values() if m.external_agent] == ["external_agent", "external_random_simulator"]
+                           "external_agent", "external_random_simulator", "external_generic_rwr"]
+    assert [m.name for m in MODES.values() if m.trains_simulator] == ["genenv", "generic_rwr", "external_agent",
+                                                                      "external_generic_rwr"]
+    assert [m.name for m in MODES.values() if m.external_agent] == ["external_agent", "external_random_simulator",
+                                                                    "external_generic_rwr"]
     assert [m.name for m in MODES.values() if not m.uses_simulator] == ["agent_only"]
     assert modes.baselines() == ["random_simulator", "generic_rwr", "static_augmentation"]
     assert RunConfig(mode="static_augmentation").policy.tasks is TaskSource.ONCE

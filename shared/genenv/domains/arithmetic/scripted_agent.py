@@ -32,7 +32,7 @@ from genenv.domains.arithmetic.domain import (
     make_payload,
 )
 
-PresetName = Literal["weak", "strong"]
+PresetName = Literal["weak", "strong", "capable", "struggling"]
 
 MAX_DIGITS = len(str(MAX_CONSTANT))
 """The longest operand the domain accepts (|constant| ≤ 10**6, so 7 digits)."""
@@ -124,6 +124,14 @@ PRESETS: dict[PresetName, Profile] = {
     "weak": Profile("weak", bias=1.5, digit_weight=1.5, operator_weight=0.75),
     # p = 0.98 on a 1-digit sum; α = 0.5 at 5 digits with 1 operator, 4 digits with 3, 3 digits with 5.
     "strong": Profile("strong", bias=4.0, digit_weight=1.0, operator_weight=0.5),
+    # The two sides of issue 34's design (c) (docs/experiments/preregistration-two-sided-scripted.md), chosen from
+    # the untrained SmolLM2 simulator's epoch-0 tasks (a pilot of 1,067): on them the capable agent's mean p is 0.81
+    # (too easy: above α = 0.5), the struggling agent's 0.22 (too hard), and about a fifth to a quarter of them lie
+    # in the band [0.25, 0.75] — the frontier is where this simulator already writes sometimes, unlike "strong"'s.
+    # capable: p = 0.95 on a 2-digit sum, 0.73 at 3 digits, 0.27 at 4; 0.5 at 2 digits with 3 operators.
+    "capable": Profile("capable", bias=5.0, digit_weight=2.0, operator_weight=1.5),
+    # struggling: p = 0.73 on a 1-digit sum, 0.5 with 3 operators, 0.18 on a 2-digit sum.
+    "struggling": Profile("struggling", bias=1.0, digit_weight=2.5, operator_weight=0.5),
 }
 
 
