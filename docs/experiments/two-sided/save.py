@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from save_db import save  # noqa: E402  (a script beside the experiments, not a package)
+from save_db import save  # a script beside the experiments, not a package
 
 OUT = Path(__file__).with_name("genenv-partial.db.gz")
 

@@ -13,7 +13,7 @@ from genenv.settings import GenEnvSettings, get_settings
 
 console = stdout_console(200)  # the benchmark tables have up to 15 columns
 
-app = typer.Typer(help="Benchmark evaluations (BFCL, API-Bank, Bamboogle, ALFWorld, TravelPlanner).")
+app = typer.Typer(help="Benchmark evaluations (arithmetic, BFCL, API-Bank, Bamboogle, ALFWorld, TravelPlanner).")
 
 
 @app.command("list")
@@ -32,7 +32,8 @@ def bench_list() -> None:
 
 @app.command("evaluate")
 def bench_evaluate(
-    name: Annotated[str, typer.Argument(help="Benchmark: bfcl, api_bank, bamboogle, alfworld, travelplanner.")],
+    name: Annotated[str, typer.Argument(help="Benchmark: arithmetic, bfcl, api_bank, bamboogle, alfworld, "
+                                                 "travelplanner (`genenv bench list`: each with its splits).")],
     split: Annotated[str | None, typer.Option("--split", help="Split (default: the benchmark's).")] = None,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only this many items, round-robin over categories.")
