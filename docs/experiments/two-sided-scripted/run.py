@@ -9,7 +9,8 @@ r = 1..R, for agent capable then struggling, for the three arms, one run named A
 r-th seed, played by bench/scripted_agent.py's play() with ScriptedAgent(AGENT, seed=the r-th seed) over the real
 external-agent protocol (the typed client against a control plane on the same database). Re-running goes on where
 it stopped: completed runs are skipped, a running one resumes from its stored epoch phase (its scripted agent
-starts a fresh random stream). Every run's start, end, wall time and 1-minute load go to HOME/runs.tsv, each
+starts a fresh random stream); a HOME without a database starts from genenv-partial.db.gz beside this file when
+there is one (an earlier session's runs). Every run's start, end, wall time and 1-minute load go to HOME/runs.tsv, each
 epoch's line to HOME/play.log. Experiments (genenv experiment run) cannot hold external runs, hence this driver.
 """
 
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import importlib.util
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -149,6 +152,12 @@ def main() -> int:
     driver = _load_driver()  # before the model server starts: a broken driver fails in a second, not minutes
 
     home = args.home.resolve()
+    saved = HERE / "genenv-partial.db.gz"  # an earlier session's runs (docs/experiments/save_db.py wrote it)
+    if not args.smoke and not (home / "genenv.db").exists() and saved.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        with gzip.open(saved, "rb") as src, (home / "genenv.db").open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        print(f"restored {saved} into {home}")
     settings = prepare_embedded_home(home, keep=True, threads=args.threads)
     settings = settings.model_copy(update={"inference": settings.inference.model_copy(
         update={"base_model": "smollm2-135m-instruct"})})
