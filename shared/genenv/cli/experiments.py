@@ -13,6 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -277,6 +278,11 @@ def _label(mode: str, replicate: int) -> str:
     return f"{mode} r{replicate}"
 
 
+def epoch_line(label: str, epoch: int, epochs: int, now: datetime | None = None) -> str:
+    """What a run in the background logs when a member closes an epoch (the bars show nothing in a file)."""
+    return f"{(now or datetime.now(UTC)):%FT%TZ} {label}: epoch {epoch + 1}/{epochs} closed"
+
+
 def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description:<26}"), BarColumn(), TextColumn("{task.completed}/{task.total} epochs"),
@@ -358,6 +364,7 @@ async def _drive_members(
             done = sum(m.status is RunStatus.COMPLETED for m in experiment.members)
             out.print(f"experiment [bold]{experiment.id}[/bold] ({experiment.status.value}): {done} of "
                       f"{len(experiment.members)} members completed; resuming the rest")
+        labels = {m.run_id: _label(m.mode, m.replicate) for m in experiment.members}
         with _progress() as progress:
             bars: dict[str, TaskID] = {
                 m.run_id: progress.add_task(_label(m.mode, m.replicate), total=experiment.template.epochs,
@@ -371,6 +378,9 @@ async def _drive_members(
                     progress.update(bars[run_id], status=f"epoch {epoch + 1} · {phase.value}")
                 elif event == "done" and phase is EpochPhase.CLOSE:
                     progress.update(bars[run_id], completed=epoch + 1)
+                    if not out.is_terminal:  # a log file or a pipe gets no live bars: one line per epoch instead
+                        out.print(epoch_line(labels[run_id], epoch, experiment.template.epochs), markup=False,
+                                  highlight=False)
 
             while True:
                 live = [m for m in experiment.members if m.status is RunStatus.RUNNING]

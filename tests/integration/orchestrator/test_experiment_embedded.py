@@ -64,11 +64,15 @@ def _present(values: list[float | None]) -> list[float]:
 
 
 async def test_experiment_runs_members_in_turn_and_reports_the_stored_numbers(
-    tmp_path: Path, model_dir: Path, vllm_url: str
+    tmp_path: Path, model_dir: Path, vllm_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = embedded_settings_on(tmp_path, model_dir, vllm_url)
     experiment, series = await _drive_members(settings, ExperimentCreate.model_validate_json(json.dumps(BODY)))
     assert experiment.status is ExperimentStatus.COMPLETED, [m.error for m in experiment.members]
+    # Output to a file or pipe (not a terminal) logs every member's epochs in the order they closed.
+    logged = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines() if "closed" in line]
+    assert logged == [f"{mode} r{r}: epoch {e}/2 closed" for r in (0, 1) for mode in ("genenv", "random_simulator")
+                      for e in (1, 2)]
     assert [m.status for m in experiment.members] == [RunStatus.COMPLETED] * 4
     assert [(m.mode, m.replicate) for m in experiment.members] == [
         ("genenv", 0), ("random_simulator", 0), ("genenv", 1), ("random_simulator", 1)
