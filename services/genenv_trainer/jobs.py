@@ -27,6 +27,7 @@ from genenv.db.heartbeat import Heartbeat
 from genenv.db.models import EpochRow, RunRow
 from genenv.db.repositories import adapters, runs, train_jobs
 from genenv.db.repositories.train_jobs import ClaimOutcome
+from genenv.json_safe import json_safe
 from genenv.lifecycle import RUN_FINISHED
 from genenv.queue import worker_identity
 from genenv.settings import GenEnvSettings
@@ -184,7 +185,7 @@ def _run_claimed(
         result = runner.train_agent(fresh=fresh, replay=replay, **common)
     else:
         result = runner.train_simulator(generations=generations, epoch=job.epoch, **common)
-    metrics = _json_safe({**result.metrics, "parent_version": parent_version, "epoch": job.epoch})
+    metrics = json_safe({**result.metrics, "parent_version": parent_version, "epoch": job.epoch})
 
     if result.model is None:
         _finish(session_factory, job, token, JobStatus.SKIPPED, metrics=metrics)
@@ -219,12 +220,3 @@ def _finish(
             also(s)
 
 
-def _json_safe(value: Any) -> Any:
-    """Metrics as JSON the database accepts: non-finite floats (a diverged step) become None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value

@@ -6,7 +6,6 @@ Only formatting: every number comes from FrontierResult (no I/O but the figure's
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from genenv.contracts import modes
 from genenv.experiments.scripted_frontier import AAContrast, Contrast, FrontierResult, Paired, RunSummary
 from genenv.experiments.stats import Interval
+from genenv.json_safe import json_safe
 
 _MEASURE_NAMES = {"mean_p": "mean true p", "in_band": "in-band share", "abs_gap": "mean |p − α|"}
 _SET_NAMES = {"non_repeated": "non-repeated tasks", "all": "all tasks"}
@@ -164,20 +164,9 @@ def render_markdown(result: FrontierResult) -> str:
     return "\n".join(lines)
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: non-finite floats become None, tuples lists, mapping keys strings."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def to_json(result: FrontierResult) -> dict[str, Any]:
     """report.json: the result as plain data, with the per-epoch means the figure draws."""
-    data: dict[str, Any] = _clean(dataclasses.asdict(result))
+    data: dict[str, Any] = json_safe(dataclasses.asdict(result))
     data["epoch_means"] = [{"agent": agent, "arm": arm, "points": [list(p) for p in series]}
                            for (agent, arm), series in epoch_means(result).items()]
     return data
