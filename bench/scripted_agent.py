@@ -59,7 +59,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--run-id", required=True, help="The external_agent run to play (its domain must be arithmetic).")
     p.add_argument("--preset", choices=sorted(PRESETS), default="weak",
-                   help="The agent's skill: weak (α = 0.5 at 2-digit sums) or strong (α = 0.5 at 5-digit sums).")
+                   help="The agent's skill: " + ", ".join(
+                       f"{name} (p = 0.5 at {profile.digits_at(0.5, 1):.1f}-digit sums)"
+                       for name, profile in sorted(PRESETS.items())) + ".")
     p.add_argument("--seed", type=int, default=0, help="Seed of the agent's draws (same seed, same replies).")
     p.add_argument("--url", default=os.environ.get(URL_ENV),
                    help=f"Control-plane base URL (default ${URL_ENV}).")
