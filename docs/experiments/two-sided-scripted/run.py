@@ -89,7 +89,7 @@ def run_template(smoke: bool) -> dict[str, Any]:
 
 
 async def _play_all(settings: Any, home: Path, replicates: int, smoke: bool, log: Callable[[str], None],
-                    driver: ModuleType) -> int:
+                    driver: ModuleType, start_before: datetime | None = None) -> int:
     from genenv.clients.external_agent import AsyncExternalAgentClient
     from genenv.contracts.runs import RunConfig, RunStatus
     from genenv.domains.arithmetic.scripted_agent import ScriptedAgent
@@ -114,6 +114,10 @@ async def _play_all(settings: Any, home: Path, replicates: int, smoke: bool, log
                     found = _stored(db, name)
                     if found is not None and found[1] == RunStatus.COMPLETED:
                         continue
+                    if start_before is not None and datetime.now(UTC) >= start_before:
+                        log(f"# {datetime.now(UTC):%FT%TZ} past --start-before: {name} and the rest wait for the "
+                            "next call (the database alone carries them: no run is half done)")
+                        break
                     if found is None:
                         config = RunConfig.model_validate({**template, "name": name, "mode": arm, "random_seed": seed})
                         run_id = (await stack.control_plane.create_run(config)).id
@@ -138,6 +142,12 @@ async def _play_all(settings: Any, home: Path, replicates: int, smoke: bool, log
     return failed
 
 
+def _utc_time(text: str) -> datetime:
+    """HH:MM today, UTC."""
+    hour, _, minute = text.partition(":")
+    return datetime.now(UTC).replace(hour=int(hour), minute=int(minute or 0), second=0, microsecond=0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--home", type=Path, default=ROOT / ".genenv" / "two-sided-scripted",
@@ -145,6 +155,10 @@ def main() -> int:
     p.add_argument("--replicates", type=int, default=len(SEEDS), choices=range(1, len(SEEDS) + 1),
                    help="Replicates to run (the first R seeds); default all 8.")
     p.add_argument("--smoke", action="store_true", help="Toy size, one replicate (use another --home).")
+    p.add_argument("--start-before", type=_utc_time, metavar="HH:MM",
+                   help="Start no run at or after this UTC time today; the run under way finishes first. A session "
+                   "that must end stops this way at a run boundary, where the database alone carries the work "
+                   "(a run cut off mid-way needs its adapters, which stay in HOME only).")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads.")
     args = p.parse_args()
     from genenv.cli.stacks import auto_backend, ensure_prepared, inference_server, prepare_embedded_home
@@ -170,7 +184,7 @@ def main() -> int:
 
     with inference_server(settings, auto_backend(), home) as served:
         failed = asyncio.run(_play_all(served, home, 1 if args.smoke else args.replicates, args.smoke, log,
-                                      driver))
+                                      driver, args.start_before))
     return 1 if failed else 0
 
 

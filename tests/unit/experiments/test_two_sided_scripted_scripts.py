@@ -66,3 +66,11 @@ def test_report_reads_back_the_names_the_driver_gives(scripts: dict[str, ModuleT
         assert report.parse_name(run.run_name(agent, arm, replicate)) == (agent, arm, seed)
     assert report.parse_name("capable-external_agent-r9") is None
     assert report.parse_name("experiment-cpu-learning/static_augmentation/r0") is None
+
+
+def test_start_before_reads_a_utc_clock_time_today(scripts: dict[str, ModuleType]) -> None:
+    from datetime import UTC, datetime
+
+    at = scripts["run"]._utc_time("21:05")
+    assert (at.hour, at.minute, at.second, at.tzinfo) == (21, 5, 0, UTC)
+    assert at.date() == datetime.now(UTC).date()
