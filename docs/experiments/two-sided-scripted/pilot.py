@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from genenv.domains.arithmetic.scripted_agent import PRESETS, Profile, TaskFeatures
+from genenv.experiments.scripted_frontier import measures as frontier_measures
 
 DB = Path(__file__).resolve().parents[1] / "two-sided" / "genenv-partial.db.gz"
 ALPHA, K_MIN = 0.5, 0.25
@@ -38,10 +39,11 @@ def pilot_cells() -> collections.Counter[tuple[int, int]]:
 
 
 def measures(profile: Profile, cells: collections.Counter[tuple[int, int]]) -> tuple[float, float]:
-    """Pilot mean true p and the share of tasks with true p in the band."""
-    n = sum(cells.values())
-    ps = [(profile.probability(TaskFeatures(d, k)), count) for (d, k), count in cells.items()]
-    return sum(p * c for p, c in ps) / n, sum(c for p, c in ps if abs(p - ALPHA) <= K_MIN) / n
+    """Pilot mean true p and the share of tasks with true p in the band (the analysis's own measures)."""
+    ps = [profile.probability(TaskFeatures(d, k)) for (d, k), count in cells.items() for _ in range(count)]
+    m = frontier_measures(ps, ALPHA, K_MIN)
+    assert m.mean_p is not None and m.in_band is not None, "the pilot has tasks"
+    return m.mean_p, m.in_band
 
 
 def choose(cells: collections.Counter[tuple[int, int]], target: float) -> tuple[float, float, float]:

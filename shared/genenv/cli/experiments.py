@@ -367,7 +367,7 @@ async def _drive_members(
         labels = {m.run_id: _label(m.mode, m.replicate) for m in experiment.members}
         with _progress() as progress:
             bars: dict[str, TaskID] = {
-                m.run_id: progress.add_task(_label(m.mode, m.replicate), total=experiment.template.epochs,
+                m.run_id: progress.add_task(labels[m.run_id], total=experiment.template.epochs,
                                             completed=m.current_epoch if m.status is not RunStatus.COMPLETED
                                             else experiment.template.epochs, status=m.status.value)
                 for m in experiment.members

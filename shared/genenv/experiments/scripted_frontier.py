@@ -19,12 +19,13 @@ above α (p should fall) and the one below (p should rise). Rendering: genenv.ex
 from __future__ import annotations
 
 import functools
-import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from genenv.contracts import modes
+from genenv.curriculum.reward import in_band
 from genenv.domains.arithmetic.scripted_agent import PRESETS, Profile, TaskFeatures
 from genenv.experiments.stats import INCONCLUSIVE, Decision, Interval, classify, replicate_ci, smallest_detectable
 
@@ -37,7 +38,6 @@ TASK_SETS: Final[tuple[TaskSet, ...]] = ("non_repeated", "all")
 PRIMARY_BASELINE: Final = "external_random_simulator"
 DEFAULT_SIDES: Final[Mapping[str, Side]] = {"capable": "above", "struggling": "below"}
 DEFAULT_SMALLEST: Final[Mapping[str, float]] = {"mean_p": 0.03, "in_band": 0.05, "abs_gap": 0.02}
-_EPS: Final = 1e-12  # a p exactly on the band's edge is in band despite float noise
 
 RunKey = tuple[str, str, int]
 """(agent, arm, replicate)."""
@@ -170,9 +170,10 @@ def measures(ps: Sequence[float], alpha: float, k_min: float) -> Measures:
     """The three measures of tasks with true p ``ps``."""
     if not ps:
         return Measures(None, None, None, 0)
-    gaps = [abs(p - alpha) for p in ps]
     n = len(ps)
-    return Measures(sum(ps) / n, sum(1 for g in gaps if g <= k_min + _EPS) / n, sum(gaps) / n, n)
+    # The band is the curriculum's own rule (reward.in_band), so "in band" means here what it means to the loop.
+    return Measures(sum(ps) / n, sum(in_band(p, alpha=alpha, k_min=k_min) for p in ps) / n,
+                    sum(abs(p - alpha) for p in ps) / n, n)
 
 
 def summarise_run(tasks: Sequence[FrontierTask], design: FrontierDesign) -> RunSummary:
@@ -291,9 +292,7 @@ def contrast(runs: Mapping[RunKey, RunSummary], agent: str, baseline: str, measu
     predicted = design.predicted(agent, measure)
     detectable = None
     if len(p.differences) >= 2:
-        mean = sum(p.differences) / len(p.differences)
-        sd = math.sqrt(sum((d - mean) ** 2 for d in p.differences) / (len(p.differences) - 1))
-        detectable = smallest_detectable(sd, len(p.differences), design.confidence)
+        detectable = smallest_detectable(statistics.stdev(p.differences), len(p.differences), design.confidence)
     decision: Decision
     if missing := no_dose(runs, agent, baseline, replicates, design):
         decision, reason = INCONCLUSIVE, ("dose check failed: no epochs ≥ 1 task written by a trained simulator in "
