@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from genenv.clients.external_agent import AsyncExternalAgentClient
+from genenv.contracts.adapters import Role
 from genenv.contracts.runs import RunConfig, RunStatus
 from genenv.domains.arithmetic.scripted_agent import ScriptedAgent
 from genenv.settings import GenEnvSettings
@@ -29,11 +30,11 @@ G = 4
 CONFIG: dict[str, Any] = external_config(G)
 
 
-async def _run(settings: GenEnvSettings) -> dict[str, Any]:
+async def _run(settings: GenEnvSettings, config: dict[str, Any] = CONFIG) -> dict[str, Any]:
     driver = scripts.load("scripted_agent")
     lines: list[str] = []
     async with embedded_stack(settings) as stack:
-        run = await stack.control_plane.create_run(RunConfig.model_validate(CONFIG))
+        run = await stack.control_plane.create_run(RunConfig.model_validate(config))
         await stack.control_plane.act(run.id, "start")
         # The outside agent's own way in: a control plane on the same database, as a client elsewhere would see.
         app = create_app(settings, enqueuer=InProcessEnqueuer(no_enqueue))
@@ -46,7 +47,9 @@ async def _run(settings: GenEnvSettings) -> dict[str, Any]:
         finally:
             app.state.control_plane.close()
         epochs = (await stack.control_plane.list_epochs(run.id)).items
-    return {"status": status, "final": final, "tallies": tallies, "epochs": epochs, "lines": lines}
+        simulators = (await stack.control_plane.list_adapters(run.id, role=Role.SIMULATOR)).items
+    return {"status": status, "final": final, "tallies": tallies, "epochs": epochs, "lines": lines,
+            "simulators": simulators}
 
 
 def test_the_scripted_agent_plays_a_two_epoch_run_to_completion(tmp_path: Path, model_dir: Path,
@@ -69,3 +72,19 @@ def test_the_scripted_agent_plays_a_two_epoch_run_to_completion(tmp_path: Path, 
     for line, summary in zip(epoch_lines, summaries, strict=True):
         assert f"service p̂ {summary.p_hat:.2f}" in line
     print("\n".join(out["lines"]))
+
+
+def test_the_generic_control_trains_the_outside_agents_simulator(tmp_path: Path, model_dir: Path,
+                                                                  benchmarks_dir: Path) -> None:
+    # external_generic_rwr: the same protocol, and the simulator is trained (on a random size-matched selection of
+    # its own generations). Every batch in band (k_min 0.5), so the band's size — what the control matches — is
+    # every valid generation of the epoch.
+    config = {**CONFIG, "mode": "external_generic_rwr", "curriculum": {"k_min": 0.5}}
+    out = asyncio.run(_run(embedded_settings(tmp_path, model_dir, benchmarks_dir), config))
+    assert out["status"] == "completed" and out["final"] == RunStatus.COMPLETED
+    assert [e.phase.value for e in out["epochs"]] == ["closed", "closed"]
+    trained = [e.index for e in out["epochs"] if e.summary.tasks_valid]
+    assert trained, "the simulator wrote no valid task in either epoch"
+    # One simulator version per epoch that had tasks to select from (a mode that never trains would have none).
+    versions = sorted(a.version for a in out["simulators"])
+    assert versions == list(range(1, len(trained) + 1))
