@@ -6,7 +6,7 @@
 #   bash docs/experiments/learning-calibration/run.sh [HOME]     # default HOME: .genenv/learning-calibration
 # Re-running it goes on where it stopped: finished experiments are skipped, a stopped one is resumed, the base
 # evaluation is not repeated. Stop it with Ctrl-C when a member has just completed, then
-#   python docs/experiments/save_db.py HOME docs/experiments/learning-calibration/genenv-partial.db.gz
+#   python docs/experiments/save_db.py HOME docs/experiments/learning-calibration/genenv-partial.db.gz --slim
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 here="$root/docs/experiments/learning-calibration"

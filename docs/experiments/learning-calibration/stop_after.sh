@@ -2,7 +2,7 @@
 # Stop the calibration at a member boundary: once N of its member runs have completed, SIGINT the running
 # `genenv experiment` CLI (it stops the drive; run.sh then exits; the model server dies with its parent). The next
 # member has then just started at epoch 0 (no adapter yet), so the database alone carries the work and
-#   python docs/experiments/save_db.py .genenv/learning-calibration docs/experiments/learning-calibration/genenv-partial.db.gz
+#   python docs/experiments/save_db.py .genenv/learning-calibration docs/experiments/learning-calibration/genenv-partial.db.gz --slim
 # keeps it for the next session. A member cut off later in its run would need its adapters, which stay in HOME.
 #   bash docs/experiments/learning-calibration/stop_after.sh N [HOME]      # e.g. in the background: … & disown
 set -euo pipefail
