@@ -1,0 +1,31 @@
+# Sourced by the experiment drivers (learning-calibration/run.sh, learning/run.sh): run a list of experiment files
+# into one embedded home, one after another, so that re-running goes on where it stopped — an experiment already
+# completed is skipped, one stopped part-way is resumed (`genenv experiment resume`), a new one is run. The caller
+# has activated the venv and set PYTHONPATH to the pinned code.
+#   drive_files HOME FILE...
+# shellcheck shell=bash
+
+stamp() { echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
+
+# The first column of the first row of an SQL query on HOME's database ("" when none).
+home_query() {
+  python -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2],sys.argv[3:]).fetchone(); print("" if r is None else r[0])' "$@"
+}
+
+drive_files() {
+  local home="$1" db="$1/genenv.db" file name id
+  shift
+  GENENV_DATABASE__URL="sqlite:///$db" genenv db upgrade >/dev/null
+  for file in "$@"; do
+    name="$(python -c 'import sys,yaml; print(yaml.safe_load(open(sys.argv[1]))["name"])' "$file")"
+    id="$(home_query "$db" "SELECT id FROM experiment WHERE name=?" "$name")"
+    if [ -z "$id" ]; then
+      stamp "run $name"
+      genenv experiment run "$file" --home "$home" --keep --report-dir "$home/report-$name"
+    elif [ "$(home_query "$db" "SELECT status FROM experiment WHERE id=?" "$id")" != completed ]; then
+      stamp "resume $name ($id)"
+      genenv experiment resume "$id" --home "$home" --report-dir "$home/report-$name"
+    fi
+    stamp "$name completed"
+  done
+}
