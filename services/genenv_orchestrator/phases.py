@@ -286,9 +286,12 @@ async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
         with session_scope(ctx.session_factory) as s:
             job = train_jobs.create_or_get_job(s, run.id, epoch, kind)
             sent, claimed = _aware(job.dispatched_at), _aware(job.claimed_at)
-            # Send when never sent; re-send when a pending job was not picked up (message lost) or a running
-            # job's claim went stale (its worker died: the trainer's claim takes such a job over).
-            stale = (job.status == JobStatus.PENDING.value and (sent is None or now - sent > resend)) or (
+            sends = int(job.metrics.get(SENDS, 0))
+            # Send when never sent; re-send when a pending job was not picked up (message lost, or queued behind a
+            # busy trainer: backing off) or a running job's claim went stale (its worker died: the trainer's claim
+            # takes such a job over).
+            pending = job.status == JobStatus.PENDING.value
+            stale = (pending and (sent is None or now - sent > resend_after(resend, sends))) or (
                 job.status == JobStatus.RUNNING.value and claimed is not None and now - claimed > lease
                 and (sent is None or now - sent > resend)
             )
@@ -297,7 +300,28 @@ async def train(ctx: OrchestratorContext, run: RunView, epoch: int) -> PhaseResu
             job_id = job.id
         if stale:
             await _send(ctx, job_id, functools.partial(ctx.dispatcher.train, job_id, kind.value))
+            if pending:  # counted once it went out: a send the broker refused (an outage) does not lengthen the wait
+                with session_scope(ctx.session_factory) as s:
+                    job = train_jobs.create_or_get_job(s, run.id, epoch, kind)
+                    s.refresh(job, with_for_update=True)  # a trainer finishing it now replaces the metrics
+                    if job.status == JobStatus.PENDING.value:
+                        job.metrics = {**job.metrics, SENDS: sends + 1}
     return PhaseResult.WAITING
+
+
+# A pending train job's sends, kept on the job (its metrics; the trainer's own metrics replace them when it finishes).
+SENDS = "sends"
+# Why a backoff: a job still pending after stall_timeout_s is most often queued behind a busy trainer (one GPU, several
+# runs), not lost, and every re-send is one more (idempotent, no-op) delivery for that trainer to claim and drop.
+# The first re-send keeps the old timing (a message really lost waits stall_timeout_s); each later one waits twice as
+# long, up to RESEND_CAP × stall_timeout_s.
+RESEND_CAP = 8
+
+
+def resend_after(stall: timedelta, sends: int) -> timedelta:
+    """How long after its last send a still-pending train job is sent again, once it has been sent ``sends`` times:
+    stall after the first send, doubling with each later one, at most RESEND_CAP × stall."""
+    return stall * min(RESEND_CAP, 1 << max(0, sends - 1))
 
 
 def _all_finished(ctx: OrchestratorContext, run_id: str, epoch: int, kinds: list[JobKind]) -> bool:

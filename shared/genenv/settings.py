@@ -453,7 +453,9 @@ class OrchestratorSettings(BaseModel):
         default=30.0,
         gt=0,
         description="A dispatched rollout job with neither progress nor a heartbeat for this long (its worker died), "
-        "or a training job still pending this long after dispatch (its message was lost), is dispatched again.",
+        "or a training job still pending this long after dispatch (its message was lost), is dispatched again; a "
+        "training job's later re-sends back off (2×, 4×, then every 8× this), as it is most often queued behind a "
+        "busy trainer.",
     )
     max_phase_failures: int = Field(
         default=8,
