@@ -71,8 +71,8 @@ def report(
                       "learning_progress).")] = None,
     seeds: Annotated[str | None, typer.Option(help="The pre-registered replicate seeds, comma-separated, in order "
                                                    "(default: Part C's sixteen).")] = None,
-    out_dir: Annotated[Path, typer.Option("--out", file_okay=False, help="Folder for learning-report.md and "
-                                                                          "learning-report.json.")] = Path(
+    out_dir: Annotated[Path, typer.Option(
+        "--out", file_okay=False, help="Folder for learning-report.md, learning-report.json and the figures.")] = Path(
         "learning-report"),
 ) -> None:
     """Pair the learning experiment's members by replicate seed across experiments and write the pre-registered
@@ -80,6 +80,7 @@ def report(
     the manipulation checks and data efficiency."""
     from genenv.cli.learning_store import StoreError, read_all
     from genenv.experiments.learning import ARMS, REGISTERED_SEEDS, LearningDesign, PairingError, analyse_learning
+    from genenv.experiments.learning_figures import write_learning_figures
     from genenv.experiments.learning_rendering import learning_json, render_learning
 
     chosen = tuple(arms or ARMS)
@@ -96,13 +97,15 @@ def report(
     md.write_text(render_learning(result), encoding="utf-8")
     (out_dir / "learning-report.json").write_text(
         json.dumps(learning_json(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    curriculum = members[0].config.curriculum  # every arm's (the pairing refuses other held-out settings, not this)
+    figures = write_learning_figures(result, out_dir, alpha=curriculum.alpha, k_min=curriculum.k_min)
     for c in result.contrasts:
         iv = "–" if (i := c.interval) is None else f"{i.estimate:+.3f} [{i.low:+.3f}, {i.high:+.3f}]"
         out.print(f"genenv − {c.baseline}: {iv} over {len(c.differences)} replicate(s): {c.decision}", markup=False,
                   soft_wrap=True)
     for check in result.checks:
         out.print(f"check failed: {check}", style="yellow", markup=False, soft_wrap=True)
-    out.print(f"wrote {md}", markup=False, soft_wrap=True)
+    out.print(f"wrote {md} and {', '.join(p.name for p in figures) or 'no figure'}", markup=False, soft_wrap=True)
 
 
 @app.command("calibration")
@@ -115,14 +118,16 @@ def calibration(
                                                         "held-out split in the databases).")] = None,
     base_valid_share: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="The base agent's reply validity, 1 − malformed / n (with --base-accuracy).")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", file_okay=False, help="Also write calibration.md and "
-                                                                                "calibration.json here.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", file_okay=False, help="Also write calibration.md, "
+                                                                                "calibration.json and calibration.png "
+                                                                                "here.")] = None,
 ) -> None:
     """Print the calibration's dose table, the dose the pre-registered rule chooses, and Part B's sizing."""
     from genenv.cli.learning_store import StoreError, read_all, read_base
     from genenv.experiments.agent_calibration import BaseOutcome
     from genenv.experiments.learning import PairingError
     from genenv.experiments.learning_calibration import calibrate
+    from genenv.experiments.learning_figures import write_calibration_figure
     from genenv.experiments.learning_rendering import calibration_json, render_calibration
 
     if (base_accuracy is None) != (base_valid_share is None):
@@ -153,3 +158,4 @@ def calibration(
         (out_dir / "calibration.md").write_text(text, encoding="utf-8")
         (out_dir / "calibration.json").write_text(
             json.dumps(calibration_json(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        write_calibration_figure(result, out_dir)

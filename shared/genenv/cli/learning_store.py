@@ -7,6 +7,7 @@ itself (genenv.experiments.learning) never sees a database.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,11 +83,18 @@ def to_member(records: ExperimentRecords, series: MemberSeries, config: RunConfi
     benchmark, split = heldout_split(config)
     final = _final_numbers(records, series.run_id, config.epochs - 1)
     summaries = {e.epoch: e.summary for e in records.epochs if e.run_id == series.run_id}
+    batch_p: dict[int, list[float]] = {}
+    for b in series.seed_batches:
+        if b.p_hat is not None:
+            batch_p.setdefault(b.epoch, []).append(b.p_hat)
     points = tuple(
         EpochPoint(epoch=e.epoch, heldout_accuracy=e.heldout_accuracy,
                    agent_attempts=realised_agent_attempts(e.valid_tasks, config),
                    groups_with_variance_share=summaries[e.epoch].groups_with_variance_share
-                   if e.epoch in summaries else None)
+                   if e.epoch in summaries else None,
+                   batch_p_hat=statistics.fmean(batch_p[e.epoch]) if e.epoch in batch_p else None,
+                   in_band_share=e.in_band_share, valid_tasks=e.valid_tasks, repeated_tasks=e.repeated_tasks,
+                   heldout_by_level=dict(e.heldout_by_category))
         for e in sorted(series.epochs, key=lambda e: e.epoch))
     used: bool | None = None
     dose: str | None = None

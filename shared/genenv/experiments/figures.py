@@ -186,6 +186,12 @@ def write_figures(series: ExperimentSeries, result: ExperimentResult, out_dir: P
             ),
         ),
     ]
+    return save_figures(out_dir, builders)
+
+
+def save_figures(out_dir: Path, builders: Sequence[tuple[str, Callable[[], Figure | None]]]) -> list[Path]:
+    """Build each (file name, builder) and write it as PNG into ``out_dir`` (created if needed), skipping a builder
+    that returns None (no data); the paths written, in order."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name, build in builders:

@@ -18,11 +18,15 @@ What it states, exactly as pre-registered:
   inconclusive; each arm's realised agent attempts per epoch against genenv's (20 %); the filter arm's share of
   groups with reward variance; the learning-progress arm's share of drawn seeds with a p̂ history;
 - the secondary data efficiency: cumulative realised agent attempts until an arm's held-out accuracy first reaches
-  static_augmentation's final accuracy (its mean over the analysed replicates), per arm, "not reached" counted.
+  static_augmentation's final accuracy (its mean over the analysed replicates), per arm, "not reached" counted;
+- the other secondary endpoints, descriptive: per arm and epoch the held-out accuracy, the cumulative agent attempts,
+  the mean seed-batch p̂, the in-band share and the share of valid tasks that repeat an earlier epoch's (``dynamics``),
+  and per arm and level the final held-out accuracy (``levels``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +109,20 @@ class EpochPoint:
     agent_attempts: int
     """Realised agent attempts: the epoch's valid tasks × G (genenv.experiments.budget.realised_agent_attempts)."""
     groups_with_variance_share: float | None = None
+    batch_p_hat: float | None = None
+    """Mean seed-batch p̂ of the epoch (over its batches with a valid attempt)."""
+    in_band_share: float | None = None
+    """Share of the epoch's seed batches with |p̂ − α| ≤ k_min (the epoch summary's)."""
+    valid_tasks: int = 0
+    repeated_tasks: int = 0
+    """Valid tasks whose text repeats a valid task of an earlier epoch of the same run."""
+    heldout_by_level: dict[str, float] = field(default_factory=dict)
+    """Held-out accuracy per level (the benchmark's categories)."""
+
+    @property
+    def repeat_share(self) -> float | None:
+        """repeated_tasks / valid_tasks; None without valid tasks."""
+        return self.repeated_tasks / self.valid_tasks if self.valid_tasks else None
 
 
 @dataclass(frozen=True)
@@ -253,6 +271,29 @@ class DataEfficiency:
 
 
 @dataclass(frozen=True)
+class ArmEpoch:
+    """One arm after one epoch, over the analysed replicates (secondary, descriptive: 95 % t intervals)."""
+
+    arm: str
+    epoch: int
+    heldout_accuracy: Interval | None
+    attempts_so_far: float | None
+    """Cumulative realised agent attempts up to and including this epoch, mean over replicates."""
+    batch_p_hat: Interval | None
+    in_band_share: Interval | None
+    repeat_share: Interval | None
+
+
+@dataclass(frozen=True)
+class ArmLevel:
+    """One arm's final held-out accuracy on one level (category), over the analysed replicates."""
+
+    arm: str
+    level: str
+    final_accuracy: Interval | None
+
+
+@dataclass(frozen=True)
 class LearningResult:
     """Everything the learning report states; report.json is this object as JSON."""
 
@@ -271,6 +312,10 @@ class LearningResult:
     dose_lines: list[str]
     members: list[dict[str, object]] = field(default_factory=list)
     """Every analysed member: arm, seed, run, experiment, final accuracy, valid share."""
+    dynamics: list[ArmEpoch] = field(default_factory=list)
+    """Per arm and epoch: held-out accuracy, attempts so far, p̂, in-band share, repeat share (secondary)."""
+    levels: list[ArmLevel] = field(default_factory=list)
+    """Per arm and level: final held-out accuracy (secondary)."""
 
 
 # --------------------------------------------------------------------------------------------------------- pairing
@@ -456,6 +501,39 @@ def _summaries(analysed: Sequence[LearningMember], arms: Sequence[str]) -> list[
     return out
 
 
+def dynamics(analysed: Sequence[LearningMember], arms: Sequence[str]) -> list[ArmEpoch]:
+    """Each arm after each epoch, over the members that closed it: the secondary p̂ dynamics, repeat share and the
+    held-out curve (against epochs and against cumulative realised agent attempts)."""
+    out: list[ArmEpoch] = []
+    for arm in arms:
+        group = [sorted(m.epochs, key=lambda p: p.epoch) for m in analysed if m.arm == arm]
+        cumulative = [dict(zip((p.epoch for p in points),
+                               itertools.accumulate(p.agent_attempts for p in points), strict=True))
+                      for points in group]
+        for epoch in sorted({p.epoch for points in group for p in points}):
+            at = [p for points in group for p in points if p.epoch == epoch]
+            out.append(ArmEpoch(
+                arm=arm, epoch=epoch,
+                heldout_accuracy=_ci([v for p in at if (v := p.heldout_accuracy) is not None]),
+                attempts_so_far=_mean([float(c[epoch]) for c in cumulative if epoch in c]),
+                batch_p_hat=_ci([v for p in at if (v := p.batch_p_hat) is not None]),
+                in_band_share=_ci([v for p in at if (v := p.in_band_share) is not None]),
+                repeat_share=_ci([v for p in at if (v := p.repeat_share) is not None]),
+            ))
+    return out
+
+
+def levels(analysed: Sequence[LearningMember], arms: Sequence[str]) -> list[ArmLevel]:
+    """Each arm's final held-out accuracy per level, over the analysed replicates (levels in name order)."""
+    out: list[ArmLevel] = []
+    for arm in arms:
+        finals = [p.heldout_by_level for m in analysed if m.arm == arm
+                  for p in m.epochs if p.epoch == m.config.epochs - 1]
+        for level in sorted({name for f in finals for name in f}):
+            out.append(ArmLevel(arm, level, _ci([f[level] for f in finals if level in f])))
+    return out
+
+
 def _checks(analysed: Sequence[LearningMember], summaries: Sequence[ArmSummary]) -> tuple[bool, list[str]]:
     """(genenv's manipulation held, every failed check as a sentence)."""
     failed: list[str] = []
@@ -495,4 +573,5 @@ def analyse_learning(members: Sequence[LearningMember], design: LearningDesign |
         members=[{"arm": m.arm, "seed": m.seed, "run_id": m.run_id, "experiment_id": m.experiment_id,
                   "final_accuracy": m.final_accuracy(), "final_valid_share": m.final_valid_share,
                   "wall_s": m.wall_s} for m in analysed],
+        dynamics=dynamics(analysed, d.arms), levels=levels(analysed, d.arms),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from genenv.experiments.agent_calibration import (
@@ -75,6 +75,9 @@ class CalibrationResult:
     sizing: Sizing
     skipped: list[str]
     """Members left out (unfinished, no final score), each with why."""
+    outcomes: list[DoseOutcome] = field(default_factory=list)
+    """Every analysed run: its dose, replicate seed, final accuracy and reply validity."""
+    rule: CalibrationRule = field(default_factory=CalibrationRule)
 
 
 def calibration_outcomes(
@@ -142,4 +145,4 @@ def calibrate(members: Sequence[LearningMember], base: BaseOutcome,
         m.wall_s for m in members if m.wall_s is not None and m.final_accuracy() is not None
         and (m.config.agent.learning_rate, m.config.agent.max_steps_per_epoch) == (chosen.learning_rate,
                                                                                    chosen.steps)]
-    return CalibrationResult(base, decision, size(decision, walls), skipped)
+    return CalibrationResult(base, decision, size(decision, walls), skipped, list(outcomes), rule)

@@ -93,6 +93,20 @@ def render_learning(result: LearningResult) -> str:
                     [[row.arm, str(row.reached), str(row.not_reached), _iv(row.attempts, 0),
                       ", ".join(f"{s}: {'not reached' if v is None else v}" for s, v in row.per_replicate.items())]
                      for row in e.rows])
+    lines += ["", "## Secondary: per epoch (descriptive, 95 % t intervals over replicates)", "",
+              "Held-out accuracy after the epoch; cumulative realised agent attempts (mean); the mean seed-batch p̂ and "
+              "the share of seed batches in the band; the share of valid tasks repeating a valid task of an earlier "
+              "epoch of the same run.", ""]
+    lines += _table(["arm", "epoch", "held-out accuracy", "attempts so far", "seed-batch p̂", "in-band share",
+                     "repeat share"],
+                    [[a.arm, str(a.epoch), _iv(a.heldout_accuracy), _f(a.attempts_so_far, 0), _iv(a.batch_p_hat),
+                      _iv(a.in_band_share), _iv(a.repeat_share)] for a in r.dynamics])
+    if r.levels:
+        names = sorted({lv.level for lv in r.levels})
+        cell = {(lv.arm, lv.level): lv.final_accuracy for lv in r.levels}
+        lines += ["", "## Secondary: final held-out accuracy per level (95 % t intervals over replicates)", ""]
+        lines += _table(["level", *r.arms], [[name, *(_iv(cell.get((arm, name))) for arm in r.arms)]
+                                             for name in names])
     lines.append("")
     return "\n".join(lines)
 
@@ -116,6 +130,11 @@ def render_calibration(result: CalibrationResult) -> str:
     chosen = "none" if d.chosen is None else f"lr {d.chosen.learning_rate:g} × {d.chosen.steps} steps per epoch"
     lines += ["", f"**Chosen dose: {chosen}** ({'criterion met' if d.criterion_met else 'CRITERION FAILED'}): "
               f"{d.reason}", ""]
+    if result.outcomes:
+        lines += ["Per run (dose, replicate seed: final held-out accuracy, reply validity):", ""]
+        lines += [f"- lr {o.learning_rate:g} × {o.steps}, seed {o.replicate_seed}: {o.accuracy:.3f}, "
+                  f"{o.valid_share:.3f}" for o in sorted(result.outcomes, key=lambda o: (o.steps, o.learning_rate))]
+        lines.append("")
     if result.skipped:
         lines += ["Runs left out:", *(f"- {s}" for s in result.skipped), ""]
     w = "unknown (no stored phase seconds)" if z.replicate_wall_s is None else f"{z.replicate_wall_s / 3600:.2f} h"

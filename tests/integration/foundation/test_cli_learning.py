@@ -141,6 +141,13 @@ def test_the_report_pairs_arms_across_homes_by_replicate_seed(homes: tuple[Path,
     assert eff["filter"]["not_reached"] == 2
     text = (out / "learning-report.md").read_text()
     assert "seed 14488: filter — failed after 1 closed epoch(s)" in text and "genenv − learning_progress" in text
+    # the secondary per-epoch numbers come from the stored epochs: 160 valid tasks × G 8 per epoch in every arm
+    dyn = {(a["arm"], a["epoch"]): a for a in data["dynamics"]}
+    assert dyn[("genenv", 1)]["attempts_so_far"] == 2 * 1280 and dyn[("genenv", 0)]["heldout_accuracy"]["estimate"] \
+        == pytest.approx(0.40)
+    for name in ("learning-contrasts.png", "learning-dynamics.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "learning-contrasts.png" in result.output
 
 
 def test_the_report_refuses_members_that_cannot_be_paired(homes: tuple[Path, Path], tmp_path: Path) -> None:
@@ -184,6 +191,8 @@ def test_the_calibration_command_reads_the_grid_and_the_stored_base(tmp_path: Pa
     assert "Chosen dose: lr 0.0001 × 1 steps per epoch" in result.output  # gain 0.06 ≥ 0.05 at the fewest steps
     data = json.loads((tmp_path / "c" / "calibration.json").read_text())
     assert data["sizing"]["s"] == pytest.approx(0.02) and data["sizing"]["replicates_needed"] == 12
+    assert len(data["outcomes"]) == len(grid) * len(CALIBRATION_SEEDS) == 6  # every run, per replicate
+    assert (tmp_path / "c" / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert data["sizing"]["run_wall_s"] == pytest.approx(60.0)
     given = runner.invoke(app, ["experiment", "learning", "calibration", "--db", url, "--base-accuracy", "0.40",
                                 "--base-valid-share", "0.99"])

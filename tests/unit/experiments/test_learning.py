@@ -4,6 +4,9 @@ Every expected number is worked out by hand from the members below."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from pytest import approx
 
@@ -15,6 +18,7 @@ from genenv.experiments.learning import (
     LEARNING_PROGRESS,
     REGISTERED_SEEDS,
     STATIC,
+    EpochPoint,
     HeldOut,
     LearningDesign,
     LearningMember,
@@ -199,3 +203,53 @@ def test_seed_history_share_counts_earlier_scored_epochs() -> None:
                (1, "c", False), (0, "c", True), (3, "c", True)]  # c at 3: epoch 0 only (epoch 1 had no p̂)
     assert seed_history_share(batches) == approx(1 / 3)
     assert seed_history_share([(0, "a", True), (1, "a", True)]) is None
+
+
+def _with_points(m: LearningMember, points: list[EpochPoint]) -> LearningMember:
+    return dataclasses.replace(m, epochs=tuple(points))
+
+
+def test_dynamics_and_levels_are_per_arm_and_epoch_over_the_analysed_replicates() -> None:
+    members = _all_arms([0.5, 0.5, 0.5], [0.4, 0.4, 0.4], [0.4, 0.4, 0.4], [0.4, 0.4, 0.4])
+    g0, g1 = members[0], members[1]
+    last = g0.config.epochs - 1
+    members[0] = _with_points(g0, [
+        EpochPoint(0, 0.30, 1280, batch_p_hat=0.2, in_band_share=0.1, valid_tasks=160, repeated_tasks=0),
+        EpochPoint(last, 0.50, 1200, batch_p_hat=0.4, in_band_share=0.5, valid_tasks=150, repeated_tasks=30,
+                   heldout_by_level={"1d-add": 0.9, "2d-3op": 0.1})])
+    members[1] = _with_points(g1, [
+        EpochPoint(0, 0.32, 1280, batch_p_hat=0.3, in_band_share=0.2, valid_tasks=160, repeated_tasks=0),
+        EpochPoint(last, 0.52, 1120, batch_p_hat=0.5, in_band_share=0.6, valid_tasks=140, repeated_tasks=70,
+                   heldout_by_level={"1d-add": 0.8})])
+    result = analyse_learning(members)
+    genenv = {a.epoch: a for a in result.dynamics if a.arm == GENENV}
+    assert sorted(genenv) == [0, 1, 2, 3, 4, last]  # the third member's curve closes every epoch
+    first, final = genenv[0], genenv[last]
+    assert first.heldout_accuracy is not None and first.heldout_accuracy.estimate == approx((0.30 + 0.32 + 0.3) / 3)
+    assert final.attempts_so_far == approx((1280 + 1200 + 1280 + 1120 + 6 * 1280) / 3)
+    assert final.batch_p_hat is not None and final.batch_p_hat.estimate == approx(0.45)
+    assert final.batch_p_hat.n == 2  # the third member stored no p̂: left out, not counted as 0
+    assert final.in_band_share is not None and final.in_band_share.estimate == approx(0.55)
+    assert final.repeat_share is not None and final.repeat_share.estimate == approx((30 / 150 + 70 / 140) / 2)
+    assert first.repeat_share is not None and first.repeat_share.estimate == 0.0
+    assert {a.arm for a in result.dynamics} == set(ARMS)
+    lv = {(x.arm, x.level): x.final_accuracy for x in result.levels}
+    assert set(lv) == {(GENENV, "1d-add"), (GENENV, "2d-3op")}
+    assert lv[(GENENV, "1d-add")] is not None and lv[(GENENV, "1d-add")].estimate == approx(0.85)  # type: ignore[union-attr]
+    assert lv[(GENENV, "2d-3op")] is not None and lv[(GENENV, "2d-3op")].n == 1  # type: ignore[union-attr]
+    text = render_learning(result)
+    assert "## Secondary: per epoch" in text and "| genenv | 5 | 0.507 [" in text
+    assert "| 1d-add | 0.850 [" in text and "## Secondary: final held-out accuracy per level" in text
+    data = learning_json(result)["result"]
+    assert data["dynamics"][0]["arm"] == GENENV and data["levels"][0]["level"] == "1d-add"
+
+
+def test_the_figures_draw_the_contrasts_and_the_dynamics(tmp_path: Path) -> None:
+    from genenv.experiments.learning_figures import write_learning_figures
+
+    result = analyse_learning(_all_arms([0.50, 0.52, 0.55], [0.45, 0.48, 0.49], [0.4, 0.41, 0.42], [0.44, 0.5, 0.53]))
+    written = write_learning_figures(result, tmp_path / "fig", alpha=0.5, k_min=0.25)
+    assert [p.name for p in written] == ["learning-contrasts.png", "learning-dynamics.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000 for p in written)
+    empty = dataclasses.replace(result, contrasts=[], dynamics=[])
+    assert write_learning_figures(empty, tmp_path / "none") == []  # nothing to draw: no empty figure

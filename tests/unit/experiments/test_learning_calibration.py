@@ -4,6 +4,7 @@ sizing (docs/experiments/preregistration-learning.md). Numbers worked out by han
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from pytest import approx
@@ -55,7 +56,17 @@ def test_the_smallest_qualifying_dose_is_chosen_and_sizes_part_c() -> None:
     assert z.seeds == list(REGISTERED_SEEDS[:12])
     text = render_calibration(result)
     assert "**Chosen dose: lr 0.0001 × 1 steps per epoch** (criterion met)" in text
-    assert calibration_json(result)["sizing"]["n_run"] == 12
+    assert "- lr 0.0001 × 1, seed 80132: 0.360, 0.950" in text  # every run's value, per replicate
+    data = calibration_json(result)
+    assert data["sizing"]["n_run"] == 12 and len(data["outcomes"]) == 12 and data["rule"]["min_gain"] == 0.05
+
+
+def test_the_calibration_figure_draws_every_dose(tmp_path: Path) -> None:
+    from genenv.experiments.learning_figures import write_calibration_figure
+
+    members = _grid({(5e-5, 1): (0.01, 0.02, 0.03), (1e-4, 1): (0.04, 0.06, 0.08)})
+    [png] = write_calibration_figure(calibrate(members, BASE), tmp_path)
+    assert png.name == "calibration.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_budget_caps_the_replicates_and_never_below_three() -> None:
