@@ -5,16 +5,12 @@ min_attempted_share of the tasks have any; before that share it keeps waiting. R
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.runs import RunConfig, RunStatus
-from genenv.db.engine import make_engine, make_session_factory, session_scope
-from genenv.db.migrate import upgrade
+from genenv.db.engine import session_scope
 from genenv.db.models import EpochRow, RolloutRow, TaskRow, VerdictRow
 from genenv.db.repositories import runs
 from genenv.settings import GenEnvSettings
@@ -38,18 +34,6 @@ class NoWorkers:
 
     async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
         raise AssertionError("not in this test")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    url = f"sqlite:///{tmp_path / 'genenv.db'}" if request.param == "sqlite" else \
-        request.getfixturevalue("new_pg_database")()
-    upgrade(url)
-    engine = make_engine(GenEnvSettings.model_validate({"database": {"url": url}}).database)
-    try:
-        yield make_session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 def _run(sessions: sessionmaker[Session], started_ago_s: float) -> tuple[RunView, list[int]]:

@@ -5,9 +5,7 @@ not lengthen the wait. Real SQLite and Postgres; the clock is the phase's own, s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from genenv.contracts.adapters import JobKind, JobStatus
 from genenv.contracts.runs import RunConfig, RunStatus
-from genenv.db.engine import make_engine, make_session_factory, session_scope
-from genenv.db.migrate import upgrade
+from genenv.db.engine import session_scope
 from genenv.db.repositories import runs, train_jobs
 from genenv.settings import GenEnvSettings
 from genenv_orchestrator import phases
@@ -46,18 +43,6 @@ class Queue:
 
     async def advance_later(self, run_id: str, delay_s: float, token: str | None = None) -> None:
         raise AssertionError("not in this test")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    url = f"sqlite:///{tmp_path / 'genenv.db'}" if request.param == "sqlite" else \
-        request.getfixturevalue("new_pg_database")()
-    upgrade(url)
-    engine = make_engine(GenEnvSettings.model_validate({"database": {"url": url}}).database)
-    try:
-        yield make_session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 async def test_a_pending_train_job_is_re_sent_with_backoff(
