@@ -14,9 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
-from genenv.cli.experiments import load_experiment
+from genenv.cli.experiments import load_experiment, write_experiment_files
 from genenv.experiments.agent_calibration import calibration_grid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,13 +25,9 @@ STEPS = [1, 2, 4]
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     grid = calibration_grid(load_experiment(ROOT / "examples/experiment-cpu-learning-calibration.yaml"), RATES, STEPS)
     ordered = sorted(grid, key=lambda e: (e.template.agent.max_steps_per_epoch, e.template.agent.learning_rate))
-    for i, body in enumerate(ordered, 1):
-        path = out / f"{i}-{body.name}.yaml"
-        path.write_text(yaml.safe_dump(body.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    for path in write_experiment_files(Path(sys.argv[1]), ordered):
         print(path)
 
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
-from genenv.cli.experiments import load_experiment
+from genenv.cli.experiments import load_experiment, write_experiment_files
 from genenv.contracts.experiments import ExperimentCreate
 from genenv.experiments.budget import check_equal_attempts
 from genenv.experiments.learning import REGISTERED_SEEDS
@@ -43,15 +41,11 @@ def replicate_files(bodies: list[ExperimentCreate]) -> list[ExperimentCreate]:
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     try:
         planned = replicate_files([load_experiment(ROOT / "examples" / name) for name in FILES])
     except ValueError as e:
         sys.exit(f"plan.py: {e}")
-    for i, body in enumerate(planned, 1):
-        path = out / f"{i:02d}-{body.name}.yaml"
-        path.write_text(yaml.safe_dump(body.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    for path in write_experiment_files(Path(sys.argv[1]), planned):
         print(path)
 
 

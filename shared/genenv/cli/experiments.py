@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -64,6 +64,21 @@ def load_experiment(path: Path) -> ExperimentCreate:
     """An ExperimentCreate from a JSON or YAML file (ConfigFileError names each problem's FILE:LINE:COL)."""
     # Validated from JSON text, as the API does: enums arrive as strings (strict models are lax on them there).
     return load_model(path, ExperimentCreate)
+
+
+def write_experiment_files(out_dir: Path, bodies: Sequence[ExperimentCreate]) -> list[Path]:
+    """Each body as OUT_DIR/<i>-<name>.yaml, numbered from 1 in the given order (zero-padded so the names sort in
+    it): the files an experiment driver runs one after another. The paths, in order."""
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    width = len(str(len(bodies)))
+    paths: list[Path] = []
+    for i, body in enumerate(bodies, 1):
+        path = out_dir / f"{i:0{width}d}-{body.name}.yaml"
+        path.write_text(yaml.safe_dump(body.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 def _settings(home: Path | None, url: str | None) -> tuple[GenEnvSettings, str | None]:
