@@ -35,6 +35,12 @@ from genenv_orchestrator.summary import compute_summary
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_CAP_S = 60.0
+# An embedded driver (inline dispatch) does a phase's work itself, so a phase it finds started before this process
+# began was interrupted with the process that ran it, and nothing worked on it in between (a session's end and the
+# next one's `genenv experiment resume`). Its clock restarts at the first step here: phase_seconds, and every wall
+# time summed from them, leave that gap out and miss only the interrupted process's part of the one phase.
+# Distributed orchestrators keep the first start: their workers go on while an orchestrator restarts.
+PROCESS_STARTED = time.time()
 
 PhaseCallback = Callable[[str, int, EpochPhase, str], None]
 """Called as (run_id, epoch, phase, event) with event 'start' | 'done' | 'waiting' | 'retry'."""
@@ -166,7 +172,12 @@ def _next_step(ctx: OrchestratorContext, run_id: str, token: str | None) -> _Ste
                      waiting=None if run.waiting_on is None else WaitingOn.model_validate(run.waiting_on),
                      epoch=epoch_row.index, phase=EpochPhase(epoch_row.phase))
         started = dict((epoch_row.summary or {}).get("_phase_started", {}))
-        if step.phase.value not in started:
+        first = started.get(step.phase.value)
+        resumed = first is not None and ctx.dispatcher.inline and first < PROCESS_STARTED
+        if first is None or resumed:
+            if resumed:
+                log.info("run %s epoch %d: phase %s was interrupted with an earlier process; its clock restarts",
+                         run.id, step.epoch, step.phase.value)
             started[step.phase.value] = time.time()
             q.merge_summary(epoch_row, _phase_started=started)
         return step
