@@ -22,7 +22,9 @@ drive_files() {
     if [ -z "$id" ]; then
       stamp "run $name"
       genenv experiment run "$file" --home "$home" --keep --report-dir "$home/report-$name"
-    elif [ "$(home_query "$db" "SELECT status FROM experiment WHERE id=?" "$id")" != completed ]; then
+    # Done when every member completed (the stored experiment status stays "running"; readers derive it from the
+    # members, as `genenv experiment show` does): a finished experiment costs no model-server start here.
+    elif [ "$(home_query "$db" "SELECT count(*) FROM run WHERE experiment_id=? AND status != 'completed'" "$id")" != 0 ]; then
       stamp "resume $name ($id)"
       genenv experiment resume "$id" --home "$home" --report-dir "$home/report-$name"
     fi

@@ -22,9 +22,12 @@ def test_drive_files_skips_completed_resumes_stopped_and_runs_new(tmp_path: Path
     stub.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
     stub.chmod(0o755)
     db = sqlite3.connect(home / "genenv.db")
+    # As the database keeps them: an experiment's stored status stays "running"; its members say whether it is done.
     db.execute("CREATE TABLE experiment (id TEXT, name TEXT, status TEXT)")
-    db.executemany("INSERT INTO experiment VALUES (?, ?, ?)",
-                   [("e1", "done", "completed"), ("e2", "stopped", "running")])
+    db.executemany("INSERT INTO experiment VALUES (?, ?, ?)", [("e1", "done", "running"), ("e2", "stopped", "running")])
+    db.execute("CREATE TABLE run (id TEXT, experiment_id TEXT, status TEXT)")
+    db.executemany("INSERT INTO run VALUES (?, ?, ?)", [("r1", "e1", "completed"), ("r2", "e1", "completed"),
+                                                        ("r3", "e2", "completed"), ("r4", "e2", "running")])
     db.commit()
     db.close()
     files = []
