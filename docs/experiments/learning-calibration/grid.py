@@ -14,7 +14,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from genenv.cli.experiments import load_experiment, write_experiment_files
+import yaml
+
+# run.sh runs this under the code pinned at efaa1a2, which predates genenv.cli.experiments.write_experiment_files
+# (Part C's plan.py uses it): so the few lines that write the files stay here, as they were when the calibration began.
+from genenv.cli.experiments import load_experiment
 from genenv.experiments.agent_calibration import calibration_grid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +31,11 @@ def main() -> None:
         sys.exit(__doc__)
     grid = calibration_grid(load_experiment(ROOT / "examples/experiment-cpu-learning-calibration.yaml"), RATES, STEPS)
     ordered = sorted(grid, key=lambda e: (e.template.agent.max_steps_per_epoch, e.template.agent.learning_rate))
-    for path in write_experiment_files(Path(sys.argv[1]), ordered):
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for i, body in enumerate(ordered, 1):
+        path = out / f"{i}-{body.name}.yaml"
+        path.write_text(yaml.safe_dump(body.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
         print(path)
 
 
