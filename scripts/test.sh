@@ -24,6 +24,9 @@ if [ -z "${GENENV_PATHS__BENCHMARKS:-}" ] && [ -d ../shared/benchmarks ]; then
 fi
 took "services and browser"
 echo "== ruff"; ruff check shared services tests bench; took ruff
+# mypy's cache outside the checkout: CI checks out main afresh on a machine it reuses, and a cold strict run over
+# torch/transformers-typed code took 222 s against 5 s warm (measured at load 5); unchanged files are known by hash.
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/genenv-mypy}"
 echo "== mypy"; mypy; took mypy
 echo "== deployment checks"; bash .ci/deploy_checks.sh; took "deployment checks"
 echo "== pytest"
