@@ -32,3 +32,27 @@ def test_grid_writes_the_nine_doses_in_run_order(tmp_path: Path, monkeypatch: py
             update={"learning_rate": 5e-5, "max_steps_per_epoch": 1})})
         assert same == first.template
     assert [yaml.safe_load(p.read_text())["name"] for p in files] == [b.name for b in bodies]
+
+
+def test_grid_imports_only_what_the_pinned_code_defines() -> None:
+    """run.sh runs grid.py under the code pinned at the calibration's start: a name grid.py imports from genenv
+    that the pin lacks stops every later session's resume (it did once: write_experiment_files, added after)."""
+    import ast
+    import re
+    import subprocess
+
+    here = ROOT / "docs" / "experiments" / "learning-calibration"
+    pin = re.search(r"^pin=(\w+)", (here / "run.sh").read_text(), re.M)
+    assert pin is not None
+    for node in ast.walk(ast.parse((here / "grid.py").read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("genenv"):
+            path = f"shared/{node.module.replace('.', '/')}.py"
+            shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{pin[1]}:{path}"], capture_output=True, text=True)
+            if shown.returncode != 0:
+                pytest.skip(f"commit {pin[1]} is not in this clone's history")
+            defined = {n.name for n in ast.walk(ast.parse(shown.stdout))
+                       if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)}
+            defined |= {a.asname or a.name for n in ast.walk(ast.parse(shown.stdout)) if isinstance(n, ast.ImportFrom)
+                        for a in n.names}
+            missing = {a.name for a in node.names} - defined
+            assert not missing, f"{node.module} at {pin[1]} lacks {sorted(missing)}"
