@@ -172,8 +172,11 @@ def assert_greedy_tokens_are_peft_argmax(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from genenv.hardware import cpu_dtype
+
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)
+    # In the dtype the test server runs in (`genenv serve vllm`'s auto: bf16 only where this CPU computes it natively).
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cpu_dtype()))
     model = PeftModel.from_pretrained(base, adapter_dir).eval()
     judged = 0
     for prompt, tokens in zip(prompts, served, strict=True):

@@ -14,15 +14,17 @@ class DeviceUnavailableError(RuntimeError):
 
 
 def cpu_computes_bf16() -> bool:
-    """True on a CPU with AVX-512 or AMX, where bf16 matmuls run natively; an AVX2-only CPU emulates them.
+    """True on a CPU with AVX-512 BF16 or AMX, where bf16 matmuls run natively; elsewhere they are emulated.
 
-    Measured on an AVX2-only 2-core machine with SmolLM2-135M: a LoRA training step took 30 s in bf16 and 1.7 s in
-    fp32; vLLM's CPU engine is slower in bf16 there for the same reason (docs/deployment.md).
+    AVX-512 alone is not enough: on a 2-core Xeon with AVX-512F but no AVX-512 BF16 (Skylake/Cascade Lake class, common
+    in clouds) SmolLM2-135M's forward + backward took 43.5 s in bf16 and 14.5 s in fp32, a bf16 matmul 3.8x an fp32
+    one; on an AVX2-only machine a LoRA training step took 30 s in bf16 and 1.7 s in fp32; vLLM's CPU engine is
+    slower in bf16 there for the same reason (docs/deployment.md). torch has no public query for the instruction
+    sets; torch.cpu's private ones are what its own CPU kernels dispatch on.
     """
     import torch
 
-    capability = torch.backends.cpu.get_cpu_capability()
-    return "AVX512" in capability or "AMX" in capability
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def cpu_dtype() -> Dtype:
@@ -45,7 +47,7 @@ def resolve_device(setting: DeviceSetting, *, name: str = "device") -> Literal["
 
 def resolve_dtype(setting: DtypeSetting, device: Literal["cpu", "cuda"]) -> Dtype:
     """The dtype to load a base model in: 'auto' is bf16 where the hardware computes it natively (a CUDA GPU that
-    supports it, a CPU with AVX-512 or AMX) and fp32 elsewhere."""
+    supports it, a CPU with AVX-512 BF16 or AMX) and fp32 elsewhere."""
     if setting != "auto":
         return setting
     if device == "cuda":

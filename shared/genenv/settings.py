@@ -275,7 +275,7 @@ class InferenceSettings(BaseModel):
     local_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         default="auto",
         description="Local backend: base-model dtype. 'auto': bfloat16 on GPUs that support it and on CPUs with "
-        "AVX-512 or AMX, float32 elsewhere (an AVX2-only CPU emulates bf16).",
+        "AVX-512 BF16 or AMX, float32 elsewhere (other CPUs emulate bf16).",
     )
 
 
@@ -288,7 +288,7 @@ class TrainerSettings(BaseModel):
     dtype: Literal["auto", "bfloat16", "float32"] = Field(
         default="auto",
         description="Base-model weight dtype (LoRA weights stay float32). 'auto': bfloat16 on GPUs and on CPUs with "
-        "AVX-512 or AMX, float32 elsewhere (on an AVX2-only CPU bf16 is emulated: one step measured 18x slower).",
+        "AVX-512 BF16 or AMX, float32 elsewhere (other CPUs emulate bf16: one step measured 3x-18x slower).",
     )
     torch_threads: int = Field(
         default=0, ge=0, description="torch.set_num_threads for training (0 = torch's default, all cores)."

@@ -27,6 +27,9 @@ mkdir -p "$home"
 # shellcheck disable=SC1091
 source "$root/.venv/bin/activate"
 export PYTHONPATH="$code/shared:$code/services"
+# bf16 for the agent and simulator, served and trained, on any machine: the calibration that chose the dose ran in
+# bf16 throughout, and `auto` would choose fp32 on a CPU without AVX-512 BF16 (one session's machine is not the next's).
+export GENENV_TRAINER__DTYPE=bfloat16
 cd "$code"
 # shellcheck source=../drive.sh
 source "$code/docs/experiments/drive.sh"

@@ -27,8 +27,7 @@ def resolve_device(setting: Literal["auto", "cpu", "cuda"]) -> torch.device:
 
 def resolve_dtype(setting: Literal["auto", "bfloat16", "float32"], device: torch.device) -> Dtype:
     """The dtype to load the base model in: 'auto' is bf16 where the hardware computes it natively (CUDA, a CPU with
-    AVX-512 or AMX) and fp32 elsewhere, because an AVX2-only CPU emulates bf16 matmuls (18× slower per step, measured
-    on SmolLM2-135M)."""
+    AVX-512 BF16 or AMX) and fp32 elsewhere, where bf16 matmuls are emulated (genenv.hardware.cpu_computes_bf16)."""
     return hardware.resolve_dtype(setting, "cuda" if device.type == "cuda" else "cpu")
 
 

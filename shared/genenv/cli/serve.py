@@ -127,8 +127,8 @@ def serve_vllm(
         str,
         typer.Option(
             "--dtype",
-            help="Model dtype: auto (GPU: vLLM's choice; CPU: bfloat16 with AVX-512/AMX, else float32), "
-            "bfloat16, float16 or float32.",
+            help="Model dtype: auto (the trainer's, GENENV_TRAINER__DTYPE, whose own auto is bfloat16 on CPUs with "
+            "AVX-512 BF16 or AMX, else float32; on a GPU vLLM's choice), bfloat16, float16 or float32.",
         ),
     ] = "auto",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for /health.")] = 600.0,
@@ -154,7 +154,9 @@ def serve_vllm(
             max_lora_rank=max_lora_rank,
             max_loras=max_loras or default_max_loras(roles, settings.inference.keep_adapter_versions),
             kv_cache_space_gb=kv_cache_gb,
-            dtype=dtype,
+            # auto serves the model in the dtype it is trained in, so that the log-probs recorded at sampling are
+            # the trainer's up to rounding (GRPO's importance ratio), and one setting pins both for an experiment.
+            dtype=settings.trainer.dtype if dtype == "auto" else dtype,
             extra_args=tuple(extra_arg or ()),
         )
     except ValueError as exc:

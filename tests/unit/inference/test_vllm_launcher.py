@@ -248,3 +248,22 @@ def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed(tmp
             break
         assert time.monotonic() < deadline, "the child outlived its killed parent"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("trainer_dtype", "flag", "served"), [
+    ("bfloat16", [], "bfloat16"), ("float32", [], "float32"), ("auto", [], "auto"), ("bfloat16", ["--dtype", "float32"],
+                                                                                     "float32")])
+def test_serve_vllm_auto_serves_the_trainer_s_dtype(
+    monkeypatch: pytest.MonkeyPatch, model_dir: Path, trainer_dtype: str, flag: list[str], served: str
+) -> None:
+    """`serve vllm` without --dtype takes GENENV_TRAINER__DTYPE (one setting pins an experiment's numerics); an
+    explicit --dtype wins; the trainer's own auto is resolved per machine in build_command (test above)."""
+    import genenv.inference.launcher
+    from genenv.cli.main import app
+
+    seen: list[VLLMServerConfig] = []
+    monkeypatch.setattr(genenv.inference.launcher, "serve", lambda cfg, **_: seen.append(cfg) or 0)
+    monkeypatch.setenv("GENENV_TRAINER__DTYPE", trainer_dtype)
+    result = CliRunner().invoke(app, ["serve", "vllm", "--model", str(model_dir), *flag])
+    assert result.exit_code == 0, result.output
+    assert [cfg.dtype for cfg in seen] == [served]
