@@ -174,12 +174,14 @@ def assert_greedy_tokens_are_peft_argmax(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from genenv.hardware import cpu_dtype
+    from genenv.hardware import resolve_dtype
+    from genenv.settings import get_settings
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    # In the dtype the server runs in: ``dtype`` when it was started with one, else `genenv serve vllm`'s auto (bf16
-    # only where this CPU computes it natively).
-    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype or cpu_dtype()))
+    # In the dtype the server runs in: ``dtype`` when it was started with one, else what `genenv serve vllm`'s auto
+    # resolves to on the CPU (the trainer's dtype setting, whose own auto is bf16 only where it is native).
+    served_dtype = dtype or resolve_dtype(get_settings().trainer.dtype, "cpu")
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, served_dtype))
     model = PeftModel.from_pretrained(base, adapter_dir).eval()
     judged = 0
     for prompt, tokens in zip(prompts, served, strict=True):

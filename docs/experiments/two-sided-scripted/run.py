@@ -163,7 +163,7 @@ def main() -> int:
     args = p.parse_args()
     # Every run of this experiment samples and trains the simulator in bf16 (as its first four did), whatever this
     # machine computes natively: `auto` would choose fp32 on a CPU without AVX-512 BF16 and change the numerics.
-    os.environ.setdefault("GENENV_TRAINER__DTYPE", "bfloat16")
+    os.environ["GENENV_TRAINER__DTYPE"] = "bfloat16"  # as learning/run.sh does: an experiment's numerics are fixed
     from genenv.cli.stacks import auto_backend, ensure_prepared, inference_server, prepare_embedded_home
 
     driver = _load_driver()  # before the model server starts: a broken driver fails in a second, not minutes
